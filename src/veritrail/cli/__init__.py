@@ -1,0 +1,1 @@
+"""The `veritrail` command line: a thin layer over the public Python API, one module per command."""

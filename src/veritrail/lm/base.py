@@ -1,0 +1,91 @@
+"""The provider contract: one async call. Everything cross-cutting lives in `lm.model.Model`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Literal, Protocol, runtime_checkable
+
+Role = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One chat message."""
+
+    role: Role
+    content: str
+
+
+class ResponseFormat(str, Enum):
+    """How structured output is requested from an endpoint (best first)."""
+
+    JSON_SCHEMA = "json_schema"
+    JSON_OBJECT = "json_object"
+    TEXT = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class GenerateConfig:
+    """Every request parameter that can change a model's output (all of it goes into cache keys)."""
+
+    temperature: float = 0.0
+    max_tokens: int | None = None
+    seed: int | None = None
+    response_format: ResponseFormat = ResponseFormat.TEXT
+    json_schema: dict[str, Any] | None = None
+    schema_name: str = "reply"
+    sample_index: int = 0  # distinguishes the k samples of soft prediction in the cache
+
+
+@dataclass(frozen=True, slots=True)
+class ModelOutput:
+    """What a provider returns for one call."""
+
+    text: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    finish_reason: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+class ProviderError(Exception):
+    """Base class of classified provider failures. `retry_after` is seconds, when the server said."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None, status: int | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.status = status
+
+
+class RateLimitError(ProviderError):
+    """HTTP 429 or an equivalent quota signal: retry after backing off."""
+
+
+class TransientError(ProviderError):
+    """5xx, connection reset, timeout: retry."""
+
+
+class FatalError(ProviderError):
+    """Bad request, auth failure, unknown model: never retried."""
+
+
+class UnsupportedFormatError(FatalError):
+    """The endpoint rejected the requested response format (drives the structured-output fallback)."""
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """A model endpoint. Implementations do the transport only: no caching, retries or accounting."""
+
+    name: str
+    model: str
+
+    async def generate(self, messages: Sequence[Message], config: GenerateConfig) -> ModelOutput:
+        """Make one call and return its output, or raise a `ProviderError` subclass."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections or stop a server the provider owns."""
+        ...

@@ -1,0 +1,151 @@
+"""Domain records shared by every step of the method.
+
+Everything here is a frozen dataclass or an enum: the engine passes these around, and only the
+I/O boundaries (DAG file, claims file, config, report) convert to and from JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Verdict(str, Enum):
+    """The three verdict labels of SPEC §4.3, spelled exactly as in reports."""
+
+    FULLY_SUPPORTED = "Fully Supported"
+    NOT_FULLY_SUPPORTED = "Not Fully Supported"
+    INCONCLUSIVE = "Inconclusive"
+
+    @classmethod
+    def parse(cls, value: str) -> Verdict:
+        """Read a label leniently (case, spacing, underscores, hyphens); raise ValueError if unknown."""
+        norm = " ".join(value.replace("_", " ").replace("-", " ").split()).lower()
+        for member in cls:
+            if member.value.lower() == norm:
+                return member
+        raise ValueError(f"unknown verdict label: {value!r}")
+
+
+class Termination(str, Enum):
+    """Why the loop stopped (SPEC §4.4 step 5), or `error` when a claim could not be finished."""
+
+    ROOTS_ONLY = "roots_only"
+    NO_CANDIDATES = "no_candidates"
+    Q_CONSECUTIVE_NFS = "q_consecutive_nfs"
+    ERROR = "error"
+
+
+class ErrorStageStatus(str, Enum):
+    """Whether error stages could be named for a claim (SPEC §4.5)."""
+
+    IDENTIFIED = "identified"
+    NOT_IDENTIFIABLE = "not_identifiable"
+    NOT_APPLICABLE = "not_applicable"
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A claim to verify. `sentence_indices` points at terminal-node sentences it came from."""
+
+    id: str
+    text: str
+    sentence_indices: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SentenceRef:
+    """One sentence of one node: the unit of evidence."""
+
+    node_id: str
+    sentence_index: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """An evidence summary written during selection, covering the listed nodes."""
+
+    node_ids: tuple[str, ...]
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class SelectionIssue:
+    """Something evidence selection had to discard or could not parse (kept for the trail)."""
+
+    kind: str  # "unknown_id" | "unparseable_reply" | "step_error"
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Iteration:
+    """One round of evidence selection + verdict (SPEC §4.5)."""
+
+    index: int
+    nodes_checked: tuple[str, ...]
+    carried_roots: tuple[str, ...]
+    nodes_with_evidence: tuple[str, ...]
+    evidence: tuple[SentenceRef, ...]
+    summaries: tuple[Summary, ...]
+    dropped_ids: tuple[str, ...]
+    verdict: Verdict
+    reasoning: str
+    verdict_called_lm: bool
+    compression_reruns: int = 0
+    evidence_truncated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StepCost:
+    """Model usage of one step (or a total)."""
+
+    lm_calls: int = 0
+    cached_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    dollars: float = 0.0
+
+    def __add__(self, other: StepCost) -> StepCost:
+        return StepCost(
+            self.lm_calls + other.lm_calls,
+            self.cached_calls + other.cached_calls,
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.dollars + other.dollars,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """Cost of verifying one claim (SPEC §4.5)."""
+
+    lm_calls: int = 0
+    cached_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    dollars: float = 0.0
+    nodes_read: int = 0
+    nodes_read_share: float = 0.0
+    wall_seconds: float = 0.0
+    per_step: dict[str, StepCost] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimResult:
+    """Everything VeriTrail reports for one claim."""
+
+    claim: Claim
+    subclaims: tuple[str, ...]
+    verdict: Verdict | None
+    reasoning: str
+    termination: Termination
+    iterations: tuple[Iteration, ...]
+    provenance: tuple[tuple[str, ...], ...]
+    error_stages: tuple[int, ...]
+    error_stage_status: ErrorStageStatus
+    cost: Cost
+    error: str | None = None
+    issues: tuple[SelectionIssue, ...] = ()
+    score: float | None = None
+    """Soft prediction only: share of Fully Supported samples in the final iteration."""

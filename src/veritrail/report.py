@@ -1,0 +1,266 @@
+"""The versioned JSON report (`"format": "veritrail-report"`), schema in `schemas/report.schema.json`.
+
+`claim_to_dict` / `claim_from_dict` are exact inverses, so a run store can keep finished claims as
+report fragments and a resumed run rebuilds the same report. Fields that vary between otherwise
+identical runs (timestamps, wall times) live under `"run"` and in `cost.wall_seconds`;
+`comparable(report)` drops them for equality checks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from .dag import Dag
+from .records import (
+    Claim,
+    ClaimResult,
+    Cost,
+    ErrorStageStatus,
+    Iteration,
+    SelectionIssue,
+    SentenceRef,
+    StepCost,
+    Summary,
+    Termination,
+    Verdict,
+)
+
+REPORT_FORMAT = "veritrail-report"
+REPORT_VERSION = 1
+
+
+class ReportFormatError(ValueError):
+    """The file is not a VeriTrail report of a version this code reads."""
+
+
+def _step_cost(d: Mapping[str, Any]) -> StepCost:
+    return StepCost(
+        lm_calls=int(d.get("lm_calls", 0)),
+        cached_calls=int(d.get("cached_calls", 0)),
+        input_tokens=int(d.get("input_tokens", 0)),
+        output_tokens=int(d.get("output_tokens", 0)),
+        dollars=float(d.get("dollars", 0.0)),
+    )
+
+
+def claim_to_dict(r: ClaimResult) -> dict[str, Any]:
+    """One claim of the report."""
+    return {
+        "id": r.claim.id,
+        "text": r.claim.text,
+        "sentence_indices": list(r.claim.sentence_indices),
+        "subclaims": list(r.subclaims),
+        "verdict": r.verdict.value if r.verdict is not None else None,
+        "reasoning": r.reasoning,
+        "termination": r.termination.value,
+        "error": r.error,
+        "score": r.score,
+        "iterations": [
+            {
+                "index": it.index,
+                "nodes_checked": list(it.nodes_checked),
+                "carried_roots": list(it.carried_roots),
+                "nodes_with_evidence": list(it.nodes_with_evidence),
+                "evidence": [
+                    {"node_id": e.node_id, "sentence_index": e.sentence_index, "text": e.text}
+                    for e in it.evidence
+                ],
+                "summaries": [{"node_ids": list(s.node_ids), "text": s.text} for s in it.summaries],
+                "dropped_ids": list(it.dropped_ids),
+                "verdict": it.verdict.value,
+                "reasoning": it.reasoning,
+                "verdict_called_lm": it.verdict_called_lm,
+                "compression_reruns": it.compression_reruns,
+                "evidence_truncated": it.evidence_truncated,
+            }
+            for it in r.iterations
+        ],
+        "provenance": [list(p) for p in r.provenance],
+        "error_stages": list(r.error_stages),
+        "error_stage_status": r.error_stage_status.value,
+        "issues": [{"kind": i.kind, "detail": i.detail} for i in r.issues],
+        "cost": {
+            "lm_calls": r.cost.lm_calls,
+            "cached_calls": r.cost.cached_calls,
+            "input_tokens": r.cost.input_tokens,
+            "output_tokens": r.cost.output_tokens,
+            "dollars": round(r.cost.dollars, 6),
+            "nodes_read": r.cost.nodes_read,
+            "nodes_read_share": r.cost.nodes_read_share,
+            "wall_seconds": round(r.cost.wall_seconds, 3),
+            "per_step": {k: asdict(v) for k, v in sorted(r.cost.per_step.items())},
+        },
+    }
+
+
+def claim_from_dict(d: Mapping[str, Any]) -> ClaimResult:
+    """Inverse of `claim_to_dict`."""
+    c = d["cost"]
+    return ClaimResult(
+        claim=Claim(d["id"], d["text"], tuple(d.get("sentence_indices", ()))),
+        subclaims=tuple(d["subclaims"]),
+        verdict=Verdict(d["verdict"]) if d["verdict"] is not None else None,
+        reasoning=d["reasoning"],
+        termination=Termination(d["termination"]),
+        iterations=tuple(
+            Iteration(
+                index=it["index"],
+                nodes_checked=tuple(it["nodes_checked"]),
+                carried_roots=tuple(it["carried_roots"]),
+                nodes_with_evidence=tuple(it["nodes_with_evidence"]),
+                evidence=tuple(
+                    SentenceRef(e["node_id"], e["sentence_index"], e["text"]) for e in it["evidence"]
+                ),
+                summaries=tuple(Summary(tuple(s["node_ids"]), s["text"]) for s in it["summaries"]),
+                dropped_ids=tuple(it["dropped_ids"]),
+                verdict=Verdict(it["verdict"]),
+                reasoning=it["reasoning"],
+                verdict_called_lm=it["verdict_called_lm"],
+                compression_reruns=it.get("compression_reruns", 0),
+                evidence_truncated=it.get("evidence_truncated", False),
+            )
+            for it in d["iterations"]
+        ),
+        provenance=tuple(tuple(p) for p in d["provenance"]),
+        error_stages=tuple(d["error_stages"]),
+        error_stage_status=ErrorStageStatus(d["error_stage_status"]),
+        cost=Cost(
+            lm_calls=c["lm_calls"],
+            cached_calls=c.get("cached_calls", 0),
+            input_tokens=c["input_tokens"],
+            output_tokens=c["output_tokens"],
+            dollars=c.get("dollars", 0.0),
+            nodes_read=c["nodes_read"],
+            nodes_read_share=c["nodes_read_share"],
+            wall_seconds=c.get("wall_seconds", 0.0),
+            per_step={k: _step_cost(v) for k, v in c.get("per_step", {}).items()},
+        ),
+        error=d.get("error"),
+        issues=tuple(SelectionIssue(i["kind"], i["detail"]) for i in d.get("issues", ())),
+        score=d.get("score"),
+    )
+
+
+def _touched_nodes(dag: Dag, results: Sequence[ClaimResult]) -> list[dict[str, Any]]:
+    """The nodes any claim read, plus the terminal, with edges among them (for the DAG drawing)."""
+    ids: set[str] = {dag.terminal}
+    for r in results:
+        for it in r.iterations:
+            ids.update(it.nodes_checked)
+            ids.update(it.carried_roots)
+    out = []
+    for nid in sorted(ids, key=lambda n: (-dag.stage(n), n)):
+        node = dag.node(nid)
+        out.append(
+            {
+                "id": nid,
+                "stage": node.stage,
+                "is_root": not node.sources,
+                "sources": [s for s in node.sources if s in ids],
+                "n_sources": len(node.sources),
+                "preview": node.text[:300],
+            }
+        )
+    return out
+
+
+def summarize(results: Sequence[ClaimResult]) -> dict[str, Any]:
+    """Run totals: verdict counts, error-stage counts, cost."""
+    verdicts = Counter(r.verdict.value if r.verdict else "error" for r in results)
+    stages = Counter(s for r in results for s in r.error_stages)
+    return {
+        "claims": len(results),
+        "verdicts": {
+            **{v.value: verdicts.get(v.value, 0) for v in Verdict},
+            "error": verdicts.get("error", 0),
+        },
+        "terminations": dict(sorted(Counter(r.termination.value for r in results).items())),
+        "error_stages": {str(k): v for k, v in sorted(stages.items())},
+        "cost": {
+            "lm_calls": sum(r.cost.lm_calls for r in results),
+            "cached_calls": sum(r.cost.cached_calls for r in results),
+            "input_tokens": sum(r.cost.input_tokens for r in results),
+            "output_tokens": sum(r.cost.output_tokens for r in results),
+            "dollars": round(sum(r.cost.dollars for r in results), 6),
+            "nodes_read_mean": (
+                sum(r.cost.nodes_read for r in results) / len(results) if results else 0.0
+            ),
+        },
+    }
+
+
+def build_report(
+    results: Iterable[ClaimResult],
+    dag: Dag,
+    *,
+    model: str,
+    config: Mapping[str, Any],
+    run: Mapping[str, Any] | None = None,
+    dag_path: str | None = None,
+    extras: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Assemble the full report. Claims keep the order of the input claims."""
+    res = list(results)
+    stages = Counter(n.stage for n in dag)
+    terminal = dag.node(dag.terminal)
+    from .segment import split_sentences
+
+    report: dict[str, Any] = {
+        "format": REPORT_FORMAT,
+        "version": REPORT_VERSION,
+        "model": model,
+        "config": dict(config),
+        "dag": {
+            "path": dag_path,
+            "nodes": len(dag),
+            "terminal": dag.terminal,
+            "terminal_sentences": split_sentences(terminal.text),
+            "nodes_per_stage": {str(k): v for k, v in sorted(stages.items())},
+            "max_stage": max(stages),
+            "nodes_touched": _touched_nodes(dag, res),
+        },
+        "summary": summarize(res),
+        "claims": [claim_to_dict(r) for r in res],
+        "run": dict(run or {}),
+    }
+    if extras:
+        report.update(extras)
+    return report
+
+
+def write_report(report: Mapping[str, Any], path: str | Path) -> None:
+    """Write a report as indented UTF-8 JSON."""
+    Path(path).write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+
+
+def load_report(path: str | Path) -> dict[str, Any]:
+    """Read a report, checking its format and version."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ReportFormatError(f"{path}: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("format") != REPORT_FORMAT:
+        raise ReportFormatError(f'{path}: not a VeriTrail report (no "format": "{REPORT_FORMAT}")')
+    if doc.get("version") != REPORT_VERSION:
+        raise ReportFormatError(
+            f"{path}: report version {doc.get('version')!r}, this veritrail reads {REPORT_VERSION}"
+        )
+    return doc
+
+
+def comparable(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The report without fields that differ between identical runs (timing, run metadata)."""
+    doc = json.loads(json.dumps(report))
+    doc.pop("run", None)
+    for c in doc.get("claims", []):
+        c["cost"].pop("wall_seconds", None)
+        c["cost"].pop("cached_calls", None)
+        for step in c["cost"].get("per_step", {}).values():
+            step.pop("cached_calls", None)
+    doc.get("summary", {}).get("cost", {}).pop("cached_calls", None)
+    return doc  # type: ignore[no-any-return]

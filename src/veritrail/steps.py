@@ -1,0 +1,118 @@
+"""The pluggable steps of the method (SPEC §4.1–4.3) and the records they exchange.
+
+Three interfaces: `Decomposer`, `EvidenceSelector`, `VerdictGenerator`. The LM-based
+implementations (`subclaims.LMDecomposer`, `evidence.LMEvidenceSelector`,
+`verdict.LMVerdictGenerator`) are the default; `oracle.Oracle` answers from a JSON file.
+The engine (`loop`) owns everything around them: batching, prompt-unique ids, id validation,
+verdict input assembly, compression, candidates and termination.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from .records import Claim, Verdict
+
+
+@dataclass(frozen=True, slots=True)
+class ExcerptSentence:
+    """A sentence placed in an evidence prompt under a prompt-unique id."""
+
+    prompt_id: int
+    sentence_index: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Excerpt:
+    """One node's text (or a slice of it, for nodes larger than a batch) in an evidence prompt."""
+
+    label: int  # 1-based excerpt label within the prompt
+    node_id: str
+    is_root: bool
+    sentences: tuple[ExcerptSentence, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceBatch:
+    """The content of one evidence-selection prompt."""
+
+    excerpts: tuple[Excerpt, ...]
+
+    @property
+    def size(self) -> int:
+        """Number of sentences in the prompt."""
+        return sum(len(e.sentences) for e in self.excerpts)
+
+
+@dataclass(frozen=True, slots=True)
+class RawSelection:
+    """What a selector returned for one batch, before id validation.
+
+    `ids` are as given (ints, strings, or ranges such as "5-10"); the engine validates them.
+    `summary` describes the selected sentences; `error` is set when the reply could not be read
+    (then `raw` keeps the reply), which the engine records instead of reading it as "no evidence".
+    """
+
+    ids: tuple[str | int, ...]
+    summary: str
+    error: str | None = None
+    raw: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictInput:
+    """One item of verdict evidence: a root node's full text, or a non-root evidence summary."""
+
+    node_ids: tuple[str, ...]
+    is_root: bool
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictOutcome:
+    """A verdict with its reasoning; `error` set when the reply could not be read."""
+
+    verdict: Verdict | None
+    reasoning: str
+    error: str | None = None
+    raw: str = ""
+
+
+class Decomposer(Protocol):
+    """Splits a claim (or a sub-claim) into parts in one call; one part means "final"."""
+
+    async def decompose(self, claim: Claim, text: str) -> list[str]:
+        """Return the parts of `text` (which is `claim.text` or one of its sub-claims)."""
+        ...
+
+
+class EvidenceSelector(Protocol):
+    """Selects the sentences of one batch that bear on the claim or its sub-claims."""
+
+    async def select(
+        self, claim: Claim, subclaims: Sequence[str], batch: EvidenceBatch, *, sample: int = 0
+    ) -> RawSelection:
+        """Return the selected prompt ids and a summary for `batch`."""
+        ...
+
+
+class VerdictGenerator(Protocol):
+    """Decides Fully Supported / Not Fully Supported / Inconclusive over the assembled evidence."""
+
+    async def judge(
+        self, claim: Claim, subclaims: Sequence[str], evidence: Sequence[VerdictInput], *, sample: int = 0
+    ) -> VerdictOutcome:
+        """Return the verdict for `claim` given `evidence` (never empty)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Steps:
+    """The three steps a run uses."""
+
+    decomposer: Decomposer
+    selector: EvidenceSelector
+    judge: VerdictGenerator
