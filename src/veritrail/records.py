@@ -7,10 +7,10 @@ I/O boundaries (DAG file, claims file, config, report) convert to and from JSON.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 
-class Verdict(str, Enum):
+class Verdict(StrEnum):
     """The three verdict labels of SPEC §4.3, spelled exactly as in reports."""
 
     FULLY_SUPPORTED = "Fully Supported"
@@ -27,16 +27,18 @@ class Verdict(str, Enum):
         raise ValueError(f"unknown verdict label: {value!r}")
 
 
-class Termination(str, Enum):
+class Termination(StrEnum):
     """Why the loop stopped (SPEC §4.4 step 5), or `error` when a claim could not be finished."""
 
     ROOTS_ONLY = "roots_only"
     NO_CANDIDATES = "no_candidates"
     Q_CONSECUTIVE_NFS = "q_consecutive_nfs"
+    NO_QUALIFIED_EVIDENCE = "no_qualified_evidence"
+    """Soft prediction only: samples selected sentences but none reached the vote threshold."""
     ERROR = "error"
 
 
-class ErrorStageStatus(str, Enum):
+class ErrorStageStatus(StrEnum):
     """Whether error stages could be named for a claim (SPEC §4.5)."""
 
     IDENTIFIED = "identified"

@@ -60,6 +60,8 @@ class RawSelection:
     summary: str
     error: str | None = None
     raw: str = ""
+    node_summaries: tuple[tuple[str, str], ...] = ()
+    """Optional per-node summaries (node id, text); when given they replace the batch summary."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +105,12 @@ class VerdictGenerator(Protocol):
     """Decides Fully Supported / Not Fully Supported / Inconclusive over the assembled evidence."""
 
     async def judge(
-        self, claim: Claim, subclaims: Sequence[str], evidence: Sequence[VerdictInput], *, sample: int = 0
+        self,
+        claim: Claim,
+        subclaims: Sequence[str],
+        evidence: Sequence[VerdictInput],
+        *,
+        sample: int = 0,
     ) -> VerdictOutcome:
         """Return the verdict for `claim` given `evidence` (never empty)."""
         ...

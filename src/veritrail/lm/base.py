@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Literal, Protocol, runtime_checkable
 
 Role = Literal["system", "user", "assistant"]
@@ -18,7 +18,7 @@ class Message:
     content: str
 
 
-class ResponseFormat(str, Enum):
+class ResponseFormat(StrEnum):
     """How structured output is requested from an endpoint (best first)."""
 
     JSON_SCHEMA = "json_schema"
@@ -53,7 +53,9 @@ class ModelOutput:
 class ProviderError(Exception):
     """Base class of classified provider failures. `retry_after` is seconds, when the server said."""
 
-    def __init__(self, message: str, *, retry_after: float | None = None, status: int | None = None):
+    def __init__(
+        self, message: str, *, retry_after: float | None = None, status: int | None = None
+    ):
         super().__init__(message)
         self.retry_after = retry_after
         self.status = status

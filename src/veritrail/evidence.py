@@ -1,0 +1,325 @@
+"""Evidence selection (SPEC §4.2): batching, prompt-unique ids, id validation, the LM selector.
+
+The engine, not the model, owns ids: every sentence of every excerpt in a prompt gets an integer
+id unique within that prompt; whatever the selector returns is checked against those ids (ranges
+such as ``5-10`` expanded, anything unknown dropped and recorded), so the evidence trail can only
+ever hold sentences that exist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .config import VerifyConfig
+from .dag import Dag
+from .lm.model import Model
+from .prompting import fence, load_prompt
+from .records import Claim, SelectionIssue, SentenceRef, Summary
+from .segment import SentenceIndex
+from .steps import EvidenceBatch, EvidenceSelector, Excerpt, ExcerptSentence, RawSelection
+from .subclaims import format_subclaims
+from .tokens import estimate_tokens
+
+STEP = "evidence_selection"
+
+_SELECTION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "selected_ids": {"type": "array", "items": {"type": ["integer", "string"]}},
+        "context_ids": {"type": "array", "items": {"type": ["integer", "string"]}},
+        "summary": {"type": "string"},
+        "missing": {"type": "string"},
+    },
+    "required": ["selected_ids", "context_ids", "summary", "missing"],
+    "additionalProperties": False,
+}
+
+# A node's sentences as (sentence index, text) pairs: the full node, or a subset (compression).
+NodeSentences = tuple[str, Sequence[tuple[int, str]]]
+
+
+def make_batches(
+    items: Iterable[NodeSentences],
+    *,
+    is_root: bool,
+    max_sentences: int,
+    max_tokens: int | None = None,
+) -> list[EvidenceBatch]:
+    """Pack node sentences into prompts of at most `max_sentences` (and `max_tokens`) each.
+
+    Nodes are packed whole while they fit; a node larger than the room left is split by sentence
+    across consecutive prompts. Ids are 1-based and unique within each prompt.
+    """
+    batches: list[EvidenceBatch] = []
+    cur: list[Excerpt] = []
+    cur_n = 0
+    cur_tok = 0
+
+    def close() -> None:
+        nonlocal cur, cur_n, cur_tok
+        if cur:
+            batches.append(EvidenceBatch(tuple(cur)))
+        cur, cur_n, cur_tok = [], 0, 0
+
+    for node_id, sents in items:
+        pending = list(sents)
+        # Start a fresh prompt if the node would fit whole there but not in the current one.
+        if cur and cur_n + len(pending) > max_sentences and len(pending) <= max_sentences:
+            close()
+        while pending:
+            room = max_sentences - cur_n
+            take: list[tuple[int, str]] = []
+            for idx, text in pending:
+                t = estimate_tokens(text)
+                if len(take) >= room or (
+                    max_tokens is not None and (cur_tok + t > max_tokens) and (take or cur)
+                ):
+                    break
+                take.append((idx, text))
+                cur_tok += t
+            if not take:
+                close()
+                continue
+            start = cur_n + 1
+            cur.append(
+                Excerpt(
+                    label=len(cur) + 1,
+                    node_id=node_id,
+                    is_root=is_root,
+                    sentences=tuple(
+                        ExcerptSentence(start + k, idx, text) for k, (idx, text) in enumerate(take)
+                    ),
+                )
+            )
+            cur_n += len(take)
+            pending = pending[len(take) :]
+            if pending:
+                close()
+    close()
+    return batches
+
+
+_RANGE = re.compile(r"^\s*(\d+)\s*(?:-|–|—|to|\.\.)\s*(\d+)\s*$")
+_SINGLE = re.compile(r"^\s*(?:s|id|sentence)?\s*#?\s*(\d+)\s*$", re.IGNORECASE)
+
+
+def validate_ids(
+    raw_ids: Iterable[str | int], batch: EvidenceBatch
+) -> tuple[list[tuple[Excerpt, ExcerptSentence]], list[str]]:
+    """Map returned ids to the sentences of `batch`.
+
+    Returns (selected, dropped): selected in prompt-id order without duplicates; dropped holds the
+    textual form of every id (or id inside a range) that was not assigned in this prompt.
+    """
+    by_id: dict[int, tuple[Excerpt, ExcerptSentence]] = {
+        s.prompt_id: (e, s) for e in batch.excerpts for s in e.sentences
+    }
+    chosen: set[int] = set()
+    dropped: list[str] = []
+    for raw in raw_ids:
+        if isinstance(raw, bool):
+            dropped.append(str(raw))
+            continue
+        if isinstance(raw, int):
+            (chosen.add(raw) if raw in by_id else dropped.append(str(raw)))
+            continue
+        s = str(raw)
+        m = _RANGE.match(s)
+        if m:
+            lo, hi = sorted((int(m.group(1)), int(m.group(2))))
+            known = [i for i in by_id if lo <= i <= hi]
+            chosen.update(known)
+            n_unknown = (hi - lo + 1) - len(known)
+            if n_unknown:
+                dropped.append(f"{s} ({n_unknown} unassigned)")
+            continue
+        m = _SINGLE.match(s)
+        if m and int(m.group(1)) in by_id:
+            chosen.add(int(m.group(1)))
+        else:
+            dropped.append(s)
+    return [by_id[i] for i in sorted(chosen)], dropped
+
+
+def render_excerpts(batch: EvidenceBatch) -> str:
+    """The excerpts of a prompt: one fenced block per excerpt, each sentence prefixed by its id."""
+    blocks = []
+    for e in batch.excerpts:
+        body = "\n".join(f"[{s.prompt_id}] {s.text}" for s in e.sentences)
+        blocks.append(fence(body, f"excerpt {e.label}"))
+    return "\n\n".join(blocks)
+
+
+def _selection(value: Any) -> tuple[list[str | int], str]:
+    if not isinstance(value, dict):
+        raise ValueError("expected a JSON object")
+    ids: list[str | int] = []
+    for key in ("selected_ids", "context_ids"):
+        got = value.get(key, [])
+        if isinstance(got, (int, str)):
+            got = [got]
+        if not isinstance(got, list):
+            raise ValueError(f"{key} must be a list")
+        ids.extend(x for x in got if isinstance(x, (int, str)))
+    summary = value.get("summary", "")
+    missing = value.get("missing", "")
+    text = str(summary).strip()
+    if str(missing).strip() and str(missing).strip().upper() not in ("N/A", "NONE"):
+        text = f"{text}\nMissing or unclear: {str(missing).strip()}" if text else ""
+    return ids, text
+
+
+class LMEvidenceSelector:
+    """The default selector: one model call per batch."""
+
+    def __init__(self, model: Model, temperature: float = 0.0) -> None:
+        self.model = model
+        self.temperature = temperature
+
+    async def select(
+        self, claim: Claim, subclaims: Sequence[str], batch: EvidenceBatch, *, sample: int = 0
+    ) -> RawSelection:
+        """Ask the model for the ids of evidence sentences in `batch`."""
+        from .lm.base import GenerateConfig
+
+        messages = load_prompt("evidence").render(
+            excerpts=render_excerpts(batch),
+            claim=fence(claim.text, "claim"),
+            subclaims=fence(format_subclaims(subclaims), "sub-claims"),
+        )
+        cfg = GenerateConfig(
+            temperature=self.temperature if sample == 0 else max(self.temperature, 0.2),
+            sample_index=sample,
+        )
+        res = await self.model.generate_json(
+            messages, schema=_SELECTION_SCHEMA, step=STEP, validate=_selection, config=cfg
+        )
+        if res.value is None:
+            return RawSelection((), "", error=res.error or "unreadable reply", raw=res.raw)
+        ids, summary = res.value
+        return RawSelection(tuple(ids), summary, raw=res.raw)
+
+
+class SelectionFailed(RuntimeError):
+    """A selector reply could not be read; the claim cannot be verified faithfully."""
+
+
+@dataclass(frozen=True, slots=True)
+class RoundEvidence:
+    """The validated result of evidence selection over a set of nodes (one round or a rerun)."""
+
+    evidence: tuple[SentenceRef, ...]
+    summaries: tuple[Summary, ...]
+    nodes_with_evidence: tuple[str, ...]
+    dropped_ids: tuple[str, ...]
+    issues: tuple[SelectionIssue, ...]
+    qualified: bool = True
+    """False in soft mode when samples selected sentences but none reached the threshold."""
+
+
+async def select_over(
+    dag: Dag,
+    items_root: Sequence[NodeSentences],
+    items_nonroot: Sequence[NodeSentences],
+    claim: Claim,
+    subclaims: Sequence[str],
+    selector: EvidenceSelector,
+    config: VerifyConfig,
+) -> RoundEvidence:
+    """Batch the given node sentences, run all prompts concurrently, validate and merge."""
+    batches = make_batches(
+        items_root,
+        is_root=True,
+        max_sentences=config.evidence_sentences_root,
+        max_tokens=config.evidence_tokens_root,
+    ) + make_batches(
+        items_nonroot,
+        is_root=False,
+        max_sentences=config.evidence_sentences_nonroot,
+        max_tokens=config.evidence_tokens_nonroot,
+    )
+    results = await asyncio.gather(
+        *(_select_batch(b, claim, subclaims, selector, config) for b in batches)
+    )
+
+    evidence: list[SentenceRef] = []
+    summaries: list[Summary] = []
+    dropped: list[str] = []
+    issues: list[SelectionIssue] = []
+    with_ev: dict[str, None] = {}
+    any_votes = False
+    for picked, summary_items, drop, iss, voted in results:
+        any_votes = any_votes or voted
+        for e, s in picked:
+            evidence.append(SentenceRef(e.node_id, s.sentence_index, s.text))
+            with_ev.setdefault(e.node_id)
+        summaries.extend(summary_items)
+        dropped.extend(drop)
+        issues.extend(iss)
+    # Node order follows the DAG's stage (later first) then id, so reports are stable.
+    order = sorted(with_ev, key=lambda n: (-dag.stage(n), n))
+    evidence.sort(key=lambda r: (order.index(r.node_id), r.sentence_index))
+    return RoundEvidence(
+        tuple(dict.fromkeys(evidence)),
+        tuple(summaries),
+        tuple(order),
+        tuple(dropped),
+        tuple(issues),
+        qualified=bool(evidence) or not any_votes,
+    )
+
+
+async def _select_batch(
+    batch: EvidenceBatch,
+    claim: Claim,
+    subclaims: Sequence[str],
+    selector: EvidenceSelector,
+    config: VerifyConfig,
+) -> tuple[
+    list[tuple[Excerpt, ExcerptSentence]], list[Summary], list[str], list[SelectionIssue], bool
+]:
+    raws = await asyncio.gather(
+        *(selector.select(claim, subclaims, batch, sample=k) for k in range(config.samples))
+    )
+    dropped: list[str] = []
+    issues: list[SelectionIssue] = []
+    votes: Counter[int] = Counter()
+    picks: list[list[tuple[Excerpt, ExcerptSentence]]] = []
+    for raw in raws:
+        if raw.error is not None:
+            raise SelectionFailed(
+                f"evidence selection reply unreadable: {raw.error}; raw reply: {raw.raw[:2000]!r}"
+            )
+        picked, drop = validate_ids(raw.ids, batch)
+        picks.append(picked)
+        votes.update(s.prompt_id for _, s in picked)
+        dropped.extend(drop)
+        issues.extend(SelectionIssue("unknown_id", d) for d in drop)
+    keep = {pid for pid, n in votes.items() if n >= config.threshold}
+    by_id = {s.prompt_id: (e, s) for e in batch.excerpts for s in e.sentences}
+    picked_final = [by_id[i] for i in sorted(keep)]
+    nodes = list(dict.fromkeys(e.node_id for e, _ in picked_final))
+    summaries: list[Summary] = []
+    if nodes:
+        # The summary of the first sample that selected qualifying sentences describes them.
+        for raw, picked in zip(raws, picks, strict=True):
+            if not any(s.prompt_id in keep for _, s in picked):
+                continue
+            if raw.node_summaries:
+                summaries.extend(
+                    Summary((nid,), txt) for nid, txt in raw.node_summaries if nid in nodes
+                )
+            elif raw.summary.strip():
+                summaries.append(Summary(tuple(nodes), raw.summary.strip()))
+            break
+    return picked_final, summaries, dropped, issues, bool(votes)
+
+
+def node_items(sentences: SentenceIndex, node_ids: Iterable[str]) -> list[NodeSentences]:
+    """Full-node items for batching."""
+    return [(nid, list(enumerate(sentences.sentences(nid)))) for nid in node_ids]

@@ -1,0 +1,350 @@
+"""The VeriTrail loop (SPEC §4.4, the paper's Algorithm 1) for one claim, and runs over many.
+
+Per claim: decompose into sub-claims, then iterate evidence selection → verdict → candidates until
+one of the three termination conditions holds (tested in the order 1, 2, 3 of SPEC §4.4).
+Claims are independent and run concurrently; a claim that fails is recorded with
+`termination: error` and never stops the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+import traceback
+from collections.abc import Awaitable, Callable, Sequence
+
+from .config import VerifyConfig
+from .dag import Dag
+from .evidence import LMEvidenceSelector, SelectionFailed, node_items, select_over
+from .lm.base import ProviderError
+from .lm.model import Model, claim_scope
+from .records import (
+    Claim,
+    ClaimResult,
+    Cost,
+    ErrorStageStatus,
+    Iteration,
+    SelectionIssue,
+    SentenceRef,
+    StepCost,
+    Termination,
+    Verdict,
+)
+from .segment import SentenceIndex
+from .steps import Steps, VerdictOutcome
+from .subclaims import DecompositionError, LMDecomposer, decompose_claim
+from .traceability import error_stages, provenance
+from .verdict import (
+    LMVerdictGenerator,
+    build_inputs,
+    fits,
+    judge_with_samples,
+    largest_fitting_subset,
+)
+
+OnResult = Callable[[ClaimResult], Awaitable[None] | None]
+
+
+class StepFailure(RuntimeError):
+    """A step could not produce a usable answer for this claim (recorded, not raised to the run)."""
+
+
+def lm_steps(model: Model) -> Steps:
+    """The default LM-based steps over one model."""
+    return Steps(LMDecomposer(model), LMEvidenceSelector(model), LMVerdictGenerator(model))
+
+
+class _ClaimState:
+    """Mutable per-claim state of Algorithm 1 (kept small: ids and sentence refs only)."""
+
+    def __init__(self) -> None:
+        self.checked: set[str] = set()
+        self.roots_with_ev: dict[str, list[SentenceRef]] = {}
+        self.consec_nfs = 0
+        self.iterations: list[Iteration] = []
+        self.issues: list[SelectionIssue] = []
+        self.score: float | None = None
+
+
+async def _verify_one(
+    dag: Dag, sentences: SentenceIndex, claim: Claim, steps: Steps, config: VerifyConfig
+) -> ClaimResult:
+    st = _ClaimState()
+    t0 = time.perf_counter()
+    subclaims = await decompose_claim(steps.decomposer, claim, config.max_decomposition_calls)
+    nodes_to_check: set[str] = set(dag.sources(dag.terminal))
+    final: Verdict | None = None
+    reasoning = ""
+    termination: Termination
+
+    while True:
+        carried = sorted(n for n in nodes_to_check if n in st.roots_with_ev)
+        to_read = sorted(
+            (n for n in nodes_to_check if n not in st.roots_with_ev),
+            key=lambda n: (-dag.stage(n), n),
+        )
+        roots_read = [n for n in to_read if dag.is_root(n)]
+        nonroots_read = [n for n in to_read if not dag.is_root(n)]
+        try:
+            rnd = await select_over(
+                dag,
+                node_items(sentences, roots_read),
+                node_items(sentences, nonroots_read),
+                claim,
+                subclaims,
+                steps.selector,
+                config,
+            )
+        except SelectionFailed as exc:
+            raise StepFailure(str(exc)) from None
+        st.issues.extend(rnd.issues)
+        evidence, summaries, with_ev = rnd.evidence, rnd.summaries, rnd.nodes_with_evidence
+
+        if not rnd.qualified and not carried:
+            # Soft prediction: sentences were proposed but none reached the vote threshold.
+            st.checked |= set(to_read)
+            termination = Termination.NO_QUALIFIED_EVIDENCE
+            final, reasoning = (
+                None,
+                "no sentence was selected by enough samples to count as evidence",
+            )
+            break
+
+        reruns = 0
+        truncated = False
+        if not evidence and not carried:
+            outcome = VerdictOutcome(
+                Verdict.NOT_FULLY_SUPPORTED, "No evidence was found in the nodes checked."
+            )
+            called = False
+        else:
+            inputs = build_inputs(dag, sentences, evidence, summaries, carried)
+            # Compression (SPEC §4.3): re-run selection on the selected evidence until it fits.
+            while (
+                not fits(inputs, sentences, config)
+                and reruns < config.max_compression_reruns
+                and evidence
+            ):
+                reruns += 1
+                by_node: dict[str, list[tuple[int, str]]] = {}
+                for r in evidence:
+                    by_node.setdefault(r.node_id, []).append((r.sentence_index, r.text))
+                items = list(by_node.items())
+                comp = await select_over(
+                    dag,
+                    [(n, s) for n, s in items if dag.is_root(n)],
+                    [(n, s) for n, s in items if not dag.is_root(n)],
+                    claim,
+                    subclaims,
+                    steps.selector,
+                    config,
+                )
+                st.issues.extend(comp.issues)
+                if len(comp.evidence) >= len(evidence) and comp.nodes_with_evidence == with_ev:
+                    evidence, summaries = comp.evidence, comp.summaries
+                    inputs = build_inputs(dag, sentences, evidence, summaries, carried)
+                    break  # no progress: further reruns would not shrink it
+                evidence, summaries, with_ev = (
+                    comp.evidence,
+                    comp.summaries,
+                    comp.nodes_with_evidence,
+                )
+                inputs = build_inputs(dag, sentences, evidence, summaries, carried)
+            if not fits(inputs, sentences, config):
+                inputs = largest_fitting_subset(inputs, sentences, config)
+                truncated = True
+            if not inputs:
+                outcome = VerdictOutcome(
+                    Verdict.NOT_FULLY_SUPPORTED, "No evidence fits the verdict size limit."
+                )
+                called = False
+            else:
+                outcome, score = await judge_with_samples(
+                    steps.judge, claim, subclaims, inputs, config
+                )
+                st.score = score
+                called = True
+        if outcome.verdict is None:
+            raise StepFailure(
+                f"verdict reply unreadable: {outcome.error}; raw reply: {outcome.raw[:2000]!r}"
+            )
+        verdict = outcome.verdict
+        if not called and config.samples > 1:
+            st.score = 0.0
+
+        st.iterations.append(
+            Iteration(
+                index=len(st.iterations) + 1,
+                nodes_checked=tuple(to_read),
+                carried_roots=tuple(carried),
+                nodes_with_evidence=with_ev,
+                evidence=evidence,
+                summaries=summaries,
+                dropped_ids=rnd.dropped_ids,
+                verdict=verdict,
+                reasoning=outcome.reasoning,
+                verdict_called_lm=called,
+                compression_reruns=reruns,
+                evidence_truncated=truncated,
+            )
+        )
+        st.checked |= set(to_read)
+        for n in with_ev:
+            if dag.is_root(n):
+                st.roots_with_ev[n] = [r for r in evidence if r.node_id == n]
+
+        if verdict is Verdict.NOT_FULLY_SUPPORTED:
+            st.consec_nfs += 1
+            basis: Sequence[str] = to_read
+        else:
+            st.consec_nfs = 0
+            basis = with_ev
+        candidates = {s for n in basis for s in dag.sources(n)}
+        nodes_to_check = (candidates - st.checked) | set(st.roots_with_ev)
+
+        final, reasoning = verdict, outcome.reasoning
+        if nodes_to_check and nodes_to_check == set(st.roots_with_ev):
+            termination = Termination.ROOTS_ONLY
+            break
+        if not nodes_to_check:
+            termination = Termination.NO_CANDIDATES
+            final = Verdict.NOT_FULLY_SUPPORTED
+            break
+        if st.consec_nfs >= config.q:
+            termination = Termination.Q_CONSECUTIVE_NFS
+            final = Verdict.NOT_FULLY_SUPPORTED
+            break
+
+    stages, status = error_stages(dag, st.iterations, final)
+    prov = (
+        provenance(dag, st.iterations)
+        if final in (Verdict.FULLY_SUPPORTED, Verdict.INCONCLUSIVE)
+        else ()
+    )
+    return ClaimResult(
+        claim=claim,
+        subclaims=subclaims,
+        verdict=final,
+        reasoning=reasoning,
+        termination=termination,
+        iterations=tuple(st.iterations),
+        provenance=prov,
+        error_stages=stages,
+        error_stage_status=status,
+        cost=Cost(
+            nodes_read=len(st.checked),
+            nodes_read_share=len(st.checked) / len(dag),
+            wall_seconds=time.perf_counter() - t0,
+        ),
+        issues=tuple(st.issues),
+        score=st.score if config.samples > 1 else None,
+    )
+
+
+def _with_cost(result: ClaimResult, per_step: dict[str, StepCost], wall: float) -> ClaimResult:
+    total = StepCost()
+    for c in per_step.values():
+        total = total + c
+    cost = Cost(
+        lm_calls=total.lm_calls,
+        cached_calls=total.cached_calls,
+        input_tokens=total.input_tokens,
+        output_tokens=total.output_tokens,
+        dollars=total.dollars,
+        nodes_read=result.cost.nodes_read,
+        nodes_read_share=result.cost.nodes_read_share,
+        wall_seconds=wall,
+        per_step=per_step,
+    )
+    return ClaimResult(
+        claim=result.claim,
+        subclaims=result.subclaims,
+        verdict=result.verdict,
+        reasoning=result.reasoning,
+        termination=result.termination,
+        iterations=result.iterations,
+        provenance=result.provenance,
+        error_stages=result.error_stages,
+        error_stage_status=result.error_stage_status,
+        cost=cost,
+        error=result.error,
+        issues=result.issues,
+        score=result.score,
+    )
+
+
+def _failed(claim: Claim, message: str, dag: Dag) -> ClaimResult:
+    return ClaimResult(
+        claim=claim,
+        subclaims=(),
+        verdict=None,
+        reasoning="",
+        termination=Termination.ERROR,
+        iterations=(),
+        provenance=(),
+        error_stages=(),
+        error_stage_status=ErrorStageStatus.NOT_APPLICABLE,
+        cost=Cost(),
+        error=message,
+    )
+
+
+async def verify_claim(
+    dag: Dag,
+    sentences: SentenceIndex,
+    claim: Claim,
+    steps: Steps,
+    config: VerifyConfig,
+    *,
+    model: Model | None = None,
+) -> ClaimResult:
+    """Verify one claim. Failures of a step or the provider end this claim with `termination: error`.
+
+    `model`, when given, is the model whose usage ledger holds this claim's cost.
+    """
+    t0 = time.perf_counter()
+    with claim_scope(claim.id):
+        try:
+            result = await _verify_one(dag, sentences, claim, steps, config)
+        except (ProviderError, StepFailure, DecompositionError) as exc:
+            result = _failed(claim, f"{type(exc).__name__}: {exc}", dag)
+        except Exception as exc:  # noqa: BLE001 - one claim's bug must not take down the run
+            tb = traceback.format_exc(limit=5)
+            result = _failed(claim, f"{type(exc).__name__}: {exc}\n{tb}", dag)
+    per_step = model.usage.for_claim(claim.id) if model is not None else {}
+    return _with_cost(result, per_step, time.perf_counter() - t0)
+
+
+async def verify_claims(
+    dag: Dag,
+    claims: Sequence[Claim],
+    steps: Steps,
+    config: VerifyConfig,
+    *,
+    sentences: SentenceIndex | None = None,
+    on_result: OnResult | None = None,
+    max_parallel_claims: int | None = None,
+    model: Model | None = None,
+) -> list[ClaimResult]:
+    """Verify claims concurrently (model-call concurrency is bounded by the model layer).
+
+    `on_result` is called as each claim finishes (for run stores and progress). Results come back
+    in the order of `claims`.
+    """
+    index = sentences or SentenceIndex(dag)
+    sem = asyncio.Semaphore(max_parallel_claims) if max_parallel_claims else None
+
+    async def one(c: Claim) -> ClaimResult:
+        if sem is None:
+            r = await verify_claim(dag, index, c, steps, config, model=model)
+        else:
+            async with sem:
+                r = await verify_claim(dag, index, c, steps, config, model=model)
+        if on_result is not None:
+            maybe = on_result(r)
+            if inspect.isawaitable(maybe):
+                await maybe
+        return r
+
+    return list(await asyncio.gather(*(one(c) for c in claims)))

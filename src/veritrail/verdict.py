@@ -1,0 +1,186 @@
+"""Verdict generation (SPEC §4.3): verdict inputs, the size limit with compression, the LM judge.
+
+Verdict inputs are never bare sentences: a root node with evidence contributes its full text, a
+non-root node contributes the evidence summary written during selection.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from .config import VerifyConfig
+from .dag import Dag
+from .lm.base import GenerateConfig
+from .lm.model import Model
+from .prompting import fence, load_prompt
+from .records import Claim, SentenceRef, Summary, Verdict
+from .segment import SentenceIndex, split_sentences
+from .steps import VerdictGenerator, VerdictInput, VerdictOutcome
+from .subclaims import format_subclaims
+from .tokens import estimate_tokens
+
+STEP = "verdict"
+
+_VERDICT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "reasoning": {"type": "string"},
+        "verdict": {"type": "string", "enum": [v.value for v in Verdict]},
+    },
+    "required": ["reasoning", "verdict"],
+    "additionalProperties": False,
+}
+
+
+def _verdict(value: Any) -> tuple[Verdict, str]:
+    if not isinstance(value, dict) or "verdict" not in value:
+        raise ValueError('expected {"reasoning": ..., "verdict": ...}')
+    return Verdict.parse(str(value["verdict"])), str(value.get("reasoning", ""))
+
+
+def render_evidence(evidence: Sequence[VerdictInput]) -> str:
+    """Verdict evidence as labelled, fenced items."""
+    blocks = []
+    for i, item in enumerate(evidence, 1):
+        kind = "source document" if item.is_root else "evidence summary"
+        blocks.append(fence(item.text, f"item {i} ({kind}, node {', '.join(item.node_ids)})"))
+    return "\n\n".join(blocks)
+
+
+class LMVerdictGenerator:
+    """The default judge: one model call over the assembled evidence."""
+
+    def __init__(self, model: Model, temperature: float = 0.0) -> None:
+        self.model = model
+        self.temperature = temperature
+
+    async def judge(
+        self,
+        claim: Claim,
+        subclaims: Sequence[str],
+        evidence: Sequence[VerdictInput],
+        *,
+        sample: int = 0,
+    ) -> VerdictOutcome:
+        """Ask the model for a verdict; an unreadable reply comes back with `error` set."""
+        messages = load_prompt("verdict").render(
+            evidence=render_evidence(evidence),
+            claim=fence(claim.text, "claim"),
+            subclaims=fence(format_subclaims(subclaims), "sub-claims"),
+        )
+        cfg = GenerateConfig(
+            temperature=self.temperature if sample == 0 else max(self.temperature, 0.2),
+            sample_index=sample,
+        )
+        res = await self.model.generate_json(
+            messages, schema=_VERDICT_SCHEMA, step=STEP, validate=_verdict, config=cfg
+        )
+        if res.value is None:
+            return VerdictOutcome(None, "", error=res.error or "unreadable reply", raw=res.raw)
+        verdict, reasoning = res.value
+        return VerdictOutcome(verdict, reasoning, raw=res.raw)
+
+
+def build_inputs(
+    dag: Dag,
+    sentences: SentenceIndex,
+    evidence: Sequence[SentenceRef],
+    summaries: Sequence[Summary],
+    carried_roots: Sequence[str],
+) -> list[VerdictInput]:
+    """Roots with evidence (this round's and carried) in full; non-root evidence as summaries."""
+    roots = list(
+        dict.fromkeys([*(r.node_id for r in evidence if dag.is_root(r.node_id)), *carried_roots])
+    )
+    nonroot_nodes = {r.node_id for r in evidence if not dag.is_root(r.node_id)}
+    items: list[VerdictInput] = []
+    covered: set[str] = set()
+    for s in summaries:
+        ids = tuple(n for n in s.node_ids if n in nonroot_nodes)
+        if ids and s.text.strip():
+            items.append(VerdictInput(ids, False, s.text))
+            covered.update(ids)
+    # A non-root node with evidence but no summary (a selector that wrote none) still counts:
+    # fall back to its selected sentences so the verdict sees what was found.
+    for nid in sorted(nonroot_nodes - covered):
+        text = " ".join(r.text for r in evidence if r.node_id == nid)
+        items.append(VerdictInput((nid,), False, text))
+    items.extend(VerdictInput((r,), True, dag.node(r).text) for r in roots)
+    return items
+
+
+def input_size(items: Sequence[VerdictInput], sentences: SentenceIndex) -> tuple[int, int, bool]:
+    """(sentences, estimated tokens, includes a root) of a verdict input."""
+    n_sent = 0
+    n_tok = 0
+    has_root = False
+    for it in items:
+        if it.is_root:
+            has_root = True
+            n_sent += len(sentences.sentences(it.node_ids[0]))
+        else:
+            n_sent += len(split_sentences(it.text)) or 1
+        n_tok += estimate_tokens(it.text)
+    return n_sent, n_tok, has_root
+
+
+def fits(items: Sequence[VerdictInput], sentences: SentenceIndex, config: VerifyConfig) -> bool:
+    """Whether the verdict input respects the configured limits (SPEC §4.3)."""
+    n_sent, n_tok, has_root = input_size(items, sentences)
+    if config.verdict_tokens is not None and n_tok > config.verdict_tokens:
+        return False
+    return has_root or config.verdict_sentences is None or n_sent <= config.verdict_sentences
+
+
+def largest_fitting_subset(
+    items: Sequence[VerdictInput], sentences: SentenceIndex, config: VerifyConfig
+) -> list[VerdictInput]:
+    """The largest number of items that fits, taking the smallest first; original order kept."""
+    order = sorted(range(len(items)), key=lambda i: (estimate_tokens(items[i].text), i))
+    chosen: list[int] = []
+    for i in order:
+        trial = [items[j] for j in sorted([*chosen, i])]
+        if fits(trial, sentences, config):
+            chosen.append(i)
+    return [items[j] for j in sorted(chosen)]
+
+
+async def judge_with_samples(
+    judge: VerdictGenerator,
+    claim: Claim,
+    subclaims: Sequence[str],
+    inputs: Sequence[VerdictInput],
+    config: VerifyConfig,
+) -> tuple[VerdictOutcome, float | None]:
+    """One verdict (hard mode) or a vote over `config.samples` verdicts (soft mode, SPEC §4.6).
+
+    Soft mode: the label given by at least `threshold` samples wins (the most frequent if several);
+    no winner or a tie between winners gives Inconclusive. Returns the share of Fully Supported
+    samples as the score.
+    """
+    import asyncio
+
+    outs = await asyncio.gather(
+        *(judge.judge(claim, subclaims, inputs, sample=k) for k in range(config.samples))
+    )
+    for o in outs:
+        if o.error is not None:
+            return o, None
+    if config.samples == 1:
+        return outs[0], None
+    counts = Counter(o.verdict for o in outs if o.verdict is not None)
+    score = counts.get(Verdict.FULLY_SUPPORTED, 0) / config.samples
+    ranked = [(v, n) for v, n in counts.most_common() if n >= config.threshold]
+    if not ranked or (len(ranked) > 1 and ranked[0][1] == ranked[1][1]):
+        winner = Verdict.INCONCLUSIVE
+    else:
+        winner = ranked[0][0]
+    reasoning = next(
+        (o.reasoning for o in outs if o.verdict == winner), "no label reached the vote threshold"
+    )
+    votes = ", ".join(f"{v.value}: {n}" for v, n in counts.most_common())
+    return VerdictOutcome(
+        winner, f"{reasoning}\n[votes over {config.samples} samples: {votes}]"
+    ), score
