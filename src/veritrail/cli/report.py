@@ -1,0 +1,33 @@
+"""`veritrail report REPORT.json --html OUT`: the HTML trail viewer from a saved report."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ..report import ReportFormatError, load_report
+
+
+@click.command()
+@click.argument("report_path", type=click.Path(dir_okay=False))
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the self-contained HTML report here (default: beside the JSON, .html).",
+)
+def report(report_path: str, html_path: str | None) -> None:
+    """Render REPORT_PATH (a VeriTrail report JSON) as one self-contained HTML file."""
+    from ..html import write_html
+
+    try:
+        doc = load_report(report_path)
+    except ReportFormatError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    out = Path(html_path) if html_path else Path(report_path).with_suffix(".html")
+    write_html(doc, out)
+    click.echo(f"HTML report written to {out}")

@@ -1,0 +1,84 @@
+"""The self-contained HTML report: one file, inline CSS and JavaScript, opens from disk offline.
+
+The report JSON is embedded as data in a ``<script type="application/json">`` element with
+``<``, ``>`` and ``&`` written as JSON escapes (``\\u003c`` ...), so no node text can close the
+element or open a tag; the page's script builds everything with ``textContent`` (never
+``innerHTML`` of data). A Content-Security-Policy meta tag forbids any network load.
+
+The template, stylesheet and script are package data next to this module (``template.html``,
+``report.css``, ``report.js``). Sections for other detectors render when the report has one of
+`EXTRA_SECTION_KEYS` (see the "EXTRA SECTIONS HOOK" block in ``report.js``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from importlib import metadata, resources
+from pathlib import Path
+from typing import Any
+
+EXTRA_SECTION_KEYS: tuple[str, ...] = ("g2l", "sirg")
+"""Top-level report keys that get their own section (keep in sync with report.js)."""
+
+_JSON_ESCAPES = {
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
+
+
+def embed_json(value: Any) -> str:
+    """JSON text safe to place inside a ``<script type="application/json">`` element.
+
+    Outside string literals JSON never contains these characters, and inside them the escapes
+    decode to the same text, so `json.loads(embed_json(x)) == x` for any JSON value.
+    """
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return "".join(_JSON_ESCAPES.get(ch, ch) for ch in text)
+
+
+def _asset(name: str) -> str:
+    return (resources.files(__name__) / name).read_text(encoding="utf-8")
+
+
+def _version() -> str:
+    try:
+        return metadata.version("veritrail")
+    except metadata.PackageNotFoundError:
+        return "dev"
+
+
+def render_html(report: Mapping[str, Any]) -> str:
+    """The whole HTML document for a report dict (as built by `report.build_report`)."""
+    css = _asset("report.css")
+    js = _asset("report.js")
+    # The assets are ours, but a slip here would break the page for every report: check once.
+    if "</style" in css.lower() or "</script" in js.lower():
+        raise ValueError("report assets must not contain a closing style/script tag")
+    template = _asset("template.html")
+    head, sep, tail = template.partition("__VT_DATA__")
+    if not sep:
+        raise ValueError("template.html has no data placeholder")
+
+    def fill(part: str) -> str:
+        return (
+            part.replace("/*__VT_CSS__*/", css)
+            .replace("/*__VT_JS__*/", js)
+            .replace("__VT_VERSION__", _version())
+        )
+
+    # The data goes in last and is never searched for placeholders.
+    return fill(head) + embed_json(report) + fill(tail)
+
+
+def write_html(report: Mapping[str, Any], path: str | Path) -> Path:
+    """Render `report` and write it to `path` (UTF-8); returns the path."""
+    p = Path(path)
+    p.write_text(render_html(report), encoding="utf-8")
+    return p
+
+
+__all__ = ["EXTRA_SECTION_KEYS", "embed_json", "render_html", "write_html"]

@@ -1,0 +1,502 @@
+// VeriTrail HTML report viewer. Self-contained: no network, no libraries.
+//
+// Safety rule of this file: every string that comes from the report (node text, claims,
+// reasoning, ids) reaches the page through textContent, Text nodes or setAttribute on non-URL
+// attributes. Nothing from the data is ever assigned to innerHTML or used as a URL.
+(function () {
+  'use strict';
+
+  var DATA = JSON.parse(document.getElementById('vt-data').textContent);
+  var VERDICTS = ['Fully Supported', 'Not Fully Supported', 'Inconclusive'];
+  var VCLASS = { 'Fully Supported': 'fs', 'Not Fully Supported': 'nfs', 'Inconclusive': 'inc' };
+  var SVGNS = 'http://www.w3.org/2000/svg';
+
+  function vclass(v) { return v == null ? 'err' : (VCLASS[v] || 'err'); }
+  function vlabel(v) { return v == null ? 'Error' : v; }
+  function fmtInt(n) { return Number(n || 0).toLocaleString('en-US'); }
+  function fmtUsd(x) { return '$' + Number(x || 0).toFixed(x >= 1 ? 2 : 4); }
+  function pct(x) { return (100 * Number(x || 0)).toFixed(1) + '%'; }
+
+  // el('div', {class: 'x', text: 'y'}, child...): children may be nodes or strings (Text nodes).
+  function el(tag, attrs) {
+    var e = document.createElement(tag);
+    setAttrs(e, attrs);
+    for (var i = 2; i < arguments.length; i++) {
+      var c = arguments[i];
+      if (c == null) continue;
+      e.append(c);
+    }
+    return e;
+  }
+  function setAttrs(e, attrs) {
+    if (!attrs) return;
+    Object.keys(attrs).forEach(function (k) {
+      var v = attrs[k];
+      if (v == null) return;
+      if (k === 'class') e.setAttribute('class', v);
+      else if (k === 'text') e.textContent = String(v);
+      else if (k.slice(0, 2) === 'on') e.addEventListener(k.slice(2), v);
+      else e.setAttribute(k, String(v));
+    });
+  }
+  function sv(tag, attrs) {
+    var e = document.createElementNS(SVGNS, tag);
+    setAttrs(e, attrs);
+    return e;
+  }
+
+  // ---- indexes ---------------------------------------------------------------------------
+  var claims = DATA.claims || [];
+  var dag = DATA.dag || {};
+  var nodes = dag.nodes_touched || [];
+  var nodeById = {};
+  nodes.forEach(function (n) { nodeById[n.id] = n; });
+  var claimById = {};
+  claims.forEach(function (c) { claimById[c.id] = c; });
+
+  var state = { selected: null, verdicts: {}, stage: 'any', query: '', focusNode: null };
+  VERDICTS.concat(['Error']).forEach(function (v) { state.verdicts[v] = true; });
+
+  // ---- header and summary ----------------------------------------------------------------
+  function renderHeader() {
+    var h = document.getElementById('vt-header');
+    var meta = el('div', { class: 'meta' },
+      el('span', { text: 'model ' + (DATA.model || '?') }),
+      el('span', { text: fmtInt(claims.length) + ' claims' }),
+      el('span', { text: 'DAG ' + (dag.path || '(in memory)') + ', ' + fmtInt(dag.nodes) + ' nodes, ' + (dag.max_stage || '?') + ' stages' }),
+      DATA.config && DATA.config.q != null ? el('span', { text: 'q = ' + DATA.config.q }) : null,
+      DATA.run && DATA.run.finished ? el('span', { text: 'finished ' + DATA.run.finished }) : null);
+    h.append(el('h1', { text: 'VeriTrail report' }), meta);
+  }
+
+  function renderSummary() {
+    var s = DATA.summary || {};
+    var sec = document.getElementById('vt-summary');
+    sec.append(el('h2', { text: 'Summary' }));
+    var grid = el('div', { class: 'summary-grid' });
+    var tiles = el('div', { class: 'tiles', id: 'vt-tiles' });
+    var counts = s.verdicts || {};
+    VERDICTS.forEach(function (v) {
+      tiles.append(el('div', { class: 'tile ' + vclass(v), 'data-verdict': v },
+        el('span', { class: 'n', text: fmtInt(counts[v]) }), el('span', { class: 'l', text: v })));
+    });
+    if (counts.error) {
+      tiles.append(el('div', { class: 'tile err', 'data-verdict': 'Error' },
+        el('span', { class: 'n', text: fmtInt(counts.error) }), el('span', { class: 'l', text: 'Error' })));
+    }
+    grid.append(tiles);
+    grid.append(errorStageChart(s));
+    grid.append(costBox(s));
+    sec.append(grid);
+  }
+
+  function errorStageChart(s) {
+    var box = el('div', { class: 'box', id: 'vt-stage-chart' }, el('h3', { text: 'Error stages' }));
+    var max = Number(dag.max_stage || 1);
+    var counts = s.error_stages || {};
+    var top = 0;
+    for (var st = 1; st <= max; st++) top = Math.max(top, Number(counts[String(st)] || 0));
+    var bw = 34, gap = 10, h = 90, W = max * (bw + gap) + 30, H = h + 36;
+    var g = sv('svg', { class: 'bars', width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, role: 'img',
+      'aria-label': 'claims attributed to each error stage' });
+    g.append(sv('line', { class: 'axis', x1: 20, y1: h + 12, x2: W, y2: h + 12 }));
+    for (var k = 1; k <= max; k++) {
+      var n = Number(counts[String(k)] || 0);
+      var bh = top ? Math.round(h * n / top) : 0;
+      var x = 24 + (k - 1) * (bw + gap);
+      var r = sv('rect', { class: 'bar', x: x, y: h + 12 - bh, width: bw, height: bh, 'data-stage': k });
+      var tt = sv('title'); tt.textContent = 'stage ' + k + ': ' + n + ' claims';
+      r.append(tt);
+      g.append(r);
+      var lab = sv('text', { x: x + bw / 2, y: h + 26, 'text-anchor': 'middle' }); lab.textContent = String(k);
+      var val = sv('text', { x: x + bw / 2, y: h + 8 - bh, 'text-anchor': 'middle' }); val.textContent = n ? String(n) : '';
+      g.append(lab, val);
+    }
+    box.append(g);
+    var noStage = claims.filter(function (c) { return c.error_stage_status === 'not_identifiable'; }).length;
+    box.append(el('div', { class: 'note', text: 'stage (1 = sources) · not identifiable: ' + noStage }));
+    return box;
+  }
+
+  function costBox(s) {
+    var c = s.cost || {};
+    var t = el('table', { class: 'kv' });
+    function row(k, v) { t.append(el('tr', null, el('td', { text: k }), el('td', { text: v }))); }
+    row('model calls', fmtInt(c.lm_calls) + (c.cached_calls ? ' (+' + fmtInt(c.cached_calls) + ' from cache)' : ''));
+    row('tokens in / out', fmtInt(c.input_tokens) + ' / ' + fmtInt(c.output_tokens));
+    row('cost', fmtUsd(c.dollars));
+    var readMean = Number(c.nodes_read_mean || 0);
+    row('nodes read per claim', readMean.toFixed(1) + (dag.nodes ? ' (' + pct(readMean / dag.nodes) + ' of ' + fmtInt(dag.nodes) + ')' : ''));
+    row('nodes read by any claim', fmtInt(Math.max(0, nodes.length - 1)));
+    var terms = s.terminations || {};
+    row('stopped by', Object.keys(terms).map(function (k) { return k + ' ' + terms[k]; }).join(', ') || '-');
+    return el('div', { class: 'box', id: 'vt-cost' }, el('h3', { text: 'Cost' }), t);
+  }
+
+  // ---- terminal text ---------------------------------------------------------------------
+  var sentenceEls = [];
+  function renderTerminal() {
+    var sents = dag.terminal_sentences || [];
+    var sec = document.getElementById('vt-terminal');
+    if (!sents.length) return;
+    sec.append(el('h2', { text: 'Final output (node ' + dag.terminal + ')' }));
+    var box = el('div', { class: 'text', id: 'vt-terminal-text' });
+    sents.forEach(function (t, i) {
+      var sp = el('span', { class: 'sent', 'data-sentence': i, title: 'sentence ' + i, text: t });
+      sentenceEls.push(sp);
+      box.append(sp, ' ');
+    });
+    sec.append(box);
+  }
+
+  // ---- controls --------------------------------------------------------------------------
+  function renderControls() {
+    var sec = document.getElementById('vt-controls');
+    var vbox = el('span', { id: 'vt-verdict-filter' }, el('strong', { text: 'Verdict: ' }));
+    VERDICTS.concat(['Error']).forEach(function (v) {
+      var cb = el('input', { type: 'checkbox', 'data-verdict': v });
+      cb.checked = true;
+      cb.addEventListener('change', function () { state.verdicts[v] = cb.checked; applyFilters(); });
+      vbox.append(el('label', null, cb, ' ' + v + ' '));
+    });
+    var sel = el('select', { id: 'vt-stage-filter', 'aria-label': 'error stage filter' });
+    sel.append(el('option', { value: 'any', text: 'any error stage' }));
+    for (var k = 1; k <= Number(dag.max_stage || 0); k++) sel.append(el('option', { value: String(k), text: 'error stage ' + k }));
+    sel.append(el('option', { value: 'none', text: 'no identifiable stage' }));
+    sel.addEventListener('change', function () { state.stage = sel.value; applyFilters(); });
+    var q = el('input', { type: 'search', id: 'vt-search', placeholder: 'Search claims, reasoning, evidence, node ids' });
+    q.addEventListener('input', function () { state.query = q.value; applyFilters(); });
+    sec.append(vbox, el('label', null, el('strong', { text: 'Stage: ' }), sel), q, el('span', { id: 'vt-count' }));
+  }
+
+  // ---- claim cards -----------------------------------------------------------------------
+  var cards = {};
+  function renderClaims() {
+    var sec = document.getElementById('vt-claims');
+    sec.append(el('h2', { text: 'Claims' }));
+    claims.forEach(function (c) { var card = claimCard(c); cards[c.id] = card; sec.append(card); });
+  }
+
+  function claimCard(c) {
+    var cls = vclass(c.verdict);
+    var card = el('article', { class: 'card ' + cls, 'data-claim-id': c.id, 'data-verdict': vlabel(c.verdict), tabindex: 0 });
+    var cost = c.cost || {};
+    var stageText = c.error_stage_status === 'identified' ? 'error stage ' + c.error_stages.join(', ')
+      : c.error_stage_status === 'not_identifiable' ? 'error stage not identifiable' : null;
+    card.append(
+      el('div', { class: 'head' },
+        el('span', { class: 'badge ' + cls, text: vlabel(c.verdict) }),
+        el('span', { class: 'mono', text: c.id }),
+        el('span', { class: 'badge plain', text: c.termination }),
+        c.score != null ? el('span', { class: 'badge plain', text: 'score ' + Number(c.score).toFixed(2) }) : null),
+      el('div', { class: 'claim-text', text: c.text }),
+      el('div', { class: 'meta' },
+        el('span', { text: (c.iterations || []).length + ' iterations' }),
+        el('span', { text: fmtInt(cost.nodes_read) + ' nodes read (' + pct(cost.nodes_read_share) + ')' }),
+        el('span', { text: fmtInt(cost.lm_calls) + ' model calls' }),
+        stageText ? el('span', { class: 'stage-text', text: stageText }) : null));
+    var det = el('details', { class: 'more' }, el('summary', { text: 'Reasoning and evidence trail' }));
+    if (c.error) det.append(el('h4', { text: 'Error' }), el('div', { class: 'error-text', text: c.error }));
+    det.append(el('h4', { text: 'Reasoning' }), el('p', { class: 'reasoning', text: c.reasoning || '(none)' }));
+    if ((c.subclaims || []).length > 1) {
+      var ul = el('ul');
+      c.subclaims.forEach(function (s) { ul.append(el('li', { text: s })); });
+      det.append(el('h4', { text: 'Sub-claims' }), ul);
+    }
+    det.append(el('h4', { text: 'Iterations' }));
+    (c.iterations || []).forEach(function (it) { det.append(iterationBlock(it)); });
+    if ((c.provenance || []).length) {
+      det.append(el('h4', { text: 'Provenance' }));
+      c.provenance.forEach(function (p) {
+        det.append(el('div', { class: 'path', text: [dag.terminal].concat(p).join(' \u2190 ') }));
+      });
+    }
+    if ((c.issues || []).length) {
+      var iu = el('ul');
+      c.issues.forEach(function (i) { iu.append(el('li', null, el('span', { class: 'nid', text: i.kind }), i.detail)); });
+      det.append(el('h4', { text: 'Issues' }), iu);
+    }
+    card.append(det);
+    card.addEventListener('click', function (ev) {
+      if (ev.target.closest && ev.target.closest('summary')) return;
+      select(c.id);
+    });
+    card.addEventListener('keydown', function (ev) { if (ev.key === 'Enter') select(c.id); });
+    return card;
+  }
+
+  function iterationBlock(it) {
+    var b = el('div', { class: 'iter', 'data-iteration': it.index });
+    b.append(el('div', { class: 'title' },
+      'Iteration ' + it.index + ': ',
+      el('span', { class: 'badge ' + vclass(it.verdict), text: it.verdict }),
+      it.verdict_called_lm ? null : el('span', { class: 'note', text: ' (no evidence: no model call)' })));
+    b.append(el('div', { class: 'note', text: 'checked: ' + (it.nodes_checked.join(', ') || '-') +
+      (it.carried_roots.length ? ' · carried roots: ' + it.carried_roots.join(', ') : '') +
+      ' · evidence from: ' + (it.nodes_with_evidence.join(', ') || '-') }));
+    if (it.evidence.length) {
+      var ul = el('ul', { class: 'ev' });
+      it.evidence.forEach(function (e) {
+        ul.append(el('li', null, el('span', { class: 'nid', text: e.node_id + ' #' + e.sentence_index }), el('q', { text: e.text })));
+      });
+      b.append(ul);
+    }
+    it.summaries.forEach(function (s) {
+      b.append(el('blockquote', { class: 'sum' }, el('span', { class: 'nid', text: s.node_ids.join(', ') }), s.text));
+    });
+    if (it.dropped_ids.length) b.append(el('div', { class: 'note', text: 'ids dropped (not in the prompt): ' + it.dropped_ids.join(', ') }));
+    if (it.compression_reruns) b.append(el('div', { class: 'note', text: 'evidence compressed ' + it.compression_reruns + 'x' + (it.evidence_truncated ? ', then truncated' : '') }));
+    b.append(el('div', { class: 'note', text: it.reasoning ? 'verdict reasoning: ' + it.reasoning : '' }));
+    return b;
+  }
+
+  // ---- filters ---------------------------------------------------------------------------
+  function searchText(c) {
+    if (c._search) return c._search;
+    var parts = [c.id, c.text, c.reasoning || '', c.error || ''].concat(c.subclaims || []);
+    (c.iterations || []).forEach(function (it) {
+      parts = parts.concat(it.nodes_checked, it.evidence.map(function (e) { return e.node_id + ' ' + e.text; }),
+        it.summaries.map(function (s) { return s.text; }));
+    });
+    c._search = parts.join('\n').toLowerCase();
+    return c._search;
+  }
+
+  function matches(c) {
+    if (!state.verdicts[vlabel(c.verdict)]) return false;
+    if (state.stage === 'none' && c.error_stage_status !== 'not_identifiable') return false;
+    if (state.stage !== 'any' && state.stage !== 'none' && (c.error_stages || []).indexOf(Number(state.stage)) < 0) return false;
+    var q = state.query.trim().toLowerCase();
+    return !q || searchText(c).indexOf(q) >= 0;
+  }
+
+  function applyFilters() {
+    var shown = 0;
+    claims.forEach(function (c) {
+      var ok = matches(c);
+      cards[c.id].hidden = !ok;
+      if (ok) shown++;
+    });
+    document.getElementById('vt-count').textContent = 'showing ' + shown + ' of ' + claims.length + ' claims';
+    return shown;
+  }
+
+  // ---- DAG -------------------------------------------------------------------------------
+  var nodeEls = {}, edgeEls = [], bandEls = {};
+  function renderDag() {
+    var aside = document.getElementById('vt-dag');
+    aside.append(el('h2', { text: 'Generation DAG (nodes read by any claim)' }));
+    var legend = el('div', { class: 'legend' });
+    [['#cfd8dc', 'checked'], ['#1a5fb4', 'yielded evidence'], ['#2e7d32', 'provenance path'], ['#c62828', 'error stage']].forEach(function (p) {
+      var dot = el('i'); dot.style.background = p[0];
+      legend.append(el('span', null, dot, p[1]));
+    });
+    aside.append(legend);
+    var stages = {};
+    nodes.forEach(function (n) { (stages[n.stage] = stages[n.stage] || []).push(n); });
+    var stageKeys = Object.keys(stages).map(Number).sort(function (a, b) { return a - b; });
+    var colW = 130, rowH = 24, padTop = 26, padLeft = 14;
+    var tallest = 0;
+    stageKeys.forEach(function (k) {
+      stages[k].sort(function (a, b) { return a.id < b.id ? -1 : a.id > b.id ? 1 : 0; });
+      tallest = Math.max(tallest, stages[k].length);
+    });
+    var W = padLeft * 2 + stageKeys.length * colW, H = padTop + tallest * rowH + 10;
+    var g = sv('svg', { class: 'dag', id: 'vt-dag-svg', width: W, height: H, viewBox: '0 0 ' + W + ' ' + H });
+    var pos = {};
+    stageKeys.forEach(function (k, ci) {
+      var x0 = padLeft + ci * colW;
+      var band = sv('rect', { class: 'band', x: x0, y: 0, width: colW, height: H, 'data-stage': k });
+      bandEls[k] = band;
+      g.append(band);
+      var lab = sv('text', { class: 'stage-label', x: x0 + 8, y: 14 }); lab.textContent = 'stage ' + k;
+      g.append(lab);
+      var col = stages[k];
+      var offset = (tallest - col.length) * rowH / 2;
+      col.forEach(function (n, ri) { pos[n.id] = { x: x0 + 14, y: padTop + offset + ri * rowH + rowH / 2 }; });
+    });
+    var edgeLayer = sv('g'), nodeLayer = sv('g');
+    nodes.forEach(function (n) {
+      n.sources.forEach(function (s) {
+        if (!pos[s]) return;
+        var a = pos[s], b = pos[n.id];
+        var mx = (a.x + b.x) / 2;
+        var p = sv('path', { class: 'edge', d: 'M' + a.x + ',' + a.y + ' C' + mx + ',' + a.y + ' ' + mx + ',' + b.y + ' ' + b.x + ',' + b.y,
+          'data-from': s, 'data-to': n.id });
+        edgeEls.push(p);
+        edgeLayer.append(p);
+      });
+    });
+    nodes.forEach(function (n) {
+      var p = pos[n.id];
+      var grp = sv('g', { class: 'node' + (n.id === dag.terminal ? ' terminal' : ''), 'data-node-id': n.id,
+        transform: 'translate(' + p.x + ',' + p.y + ')' });
+      var t = sv('title'); t.textContent = n.id + ' (stage ' + n.stage + (n.is_root ? ', source' : '') + ')';
+      grp.append(t, sv('circle', { r: 6 }));
+      var label = sv('text', { x: 10, y: 3.5 });
+      label.textContent = n.id.length > 14 ? n.id.slice(0, 13) + '\u2026' : n.id;
+      grp.append(label);
+      grp.addEventListener('click', function () { showNode(n.id); });
+      nodeEls[n.id] = grp;
+      nodeLayer.append(grp);
+    });
+    g.append(edgeLayer, nodeLayer);
+    aside.append(el('div', { class: 'dag-scroll' }, g));
+    aside.append(el('div', { id: 'vt-node', class: 'box' }, el('span', { class: 'note', text: 'Select a claim to see its trail; click a node to read it.' })));
+  }
+
+  function trailOf(c) {
+    var t = { checked: {}, evidence: {}, prov: {}, provEdges: {}, err: {} };
+    (c.iterations || []).forEach(function (it) {
+      it.nodes_checked.forEach(function (n) { t.checked[n] = 1; });
+      it.carried_roots.forEach(function (n) { t.checked[n] = 1; });
+      it.nodes_with_evidence.forEach(function (n) { t.evidence[n] = 1; });
+    });
+    (c.provenance || []).forEach(function (path) {
+      var prev = dag.terminal;
+      path.forEach(function (n) { t.prov[n] = 1; t.provEdges[n + '>' + prev] = 1; prev = n; });
+    });
+    if (c.error_stage_status === 'identified') {
+      // SPEC 4.5: the non-root evidence nodes of the last Fully Supported iteration, or the terminal.
+      var lastFs = null;
+      (c.iterations || []).forEach(function (it) { if (it.verdict === 'Fully Supported') lastFs = it; });
+      var stagesSet = {};
+      c.error_stages.forEach(function (s) { stagesSet[s] = 1; });
+      if (lastFs) {
+        lastFs.nodes_with_evidence.forEach(function (n) {
+          var nd = nodeById[n];
+          if (nd && !nd.is_root && stagesSet[nd.stage]) t.err[n] = 1;
+        });
+      } else {
+        t.err[dag.terminal] = 1;
+      }
+    }
+    return t;
+  }
+
+  function highlight(c) {
+    var t = c ? trailOf(c) : null;
+    Object.keys(nodeEls).forEach(function (id) {
+      var g = nodeEls[id], cl = g.classList;
+      cl.toggle('checked', !!(t && t.checked[id]));
+      cl.toggle('evidence', !!(t && t.evidence[id]));
+      cl.toggle('prov', !!(t && t.prov[id]));
+      cl.toggle('errnode', !!(t && t.err[id]));
+      cl.toggle('dim', !!(t && !t.checked[id] && id !== dag.terminal));
+    });
+    edgeEls.forEach(function (e) {
+      e.classList.toggle('prov', !!(t && t.provEdges[e.getAttribute('data-from') + '>' + e.getAttribute('data-to')]));
+    });
+    Object.keys(bandEls).forEach(function (k) {
+      bandEls[k].classList.toggle('err', !!(c && c.error_stage_status === 'identified' && c.error_stages.indexOf(Number(k)) >= 0));
+    });
+    sentenceEls.forEach(function (sp, i) {
+      sp.classList.toggle('hl', !!(c && (c.sentence_indices || []).indexOf(i) >= 0));
+    });
+  }
+
+  function showNode(id) {
+    var n = nodeById[id];
+    var box = document.getElementById('vt-node');
+    box.textContent = '';
+    Object.keys(nodeEls).forEach(function (k) { nodeEls[k].classList.toggle('focus', k === id); });
+    state.focusNode = id;
+    if (!n) return;
+    box.append(el('h3', null, el('span', { class: 'nid', text: n.id }), 'stage ' + n.stage + (n.is_root ? ' \u00b7 source text' : '') +
+      ' \u00b7 ' + n.n_sources + ' sources'));
+    box.append(el('div', { class: 'preview', text: n.preview + (n.preview.length >= 300 ? ' \u2026' : '') }));
+    var c = state.selected ? claimById[state.selected] : null;
+    if (c) {
+      var ul = el('ul', { class: 'ev' });
+      (c.iterations || []).forEach(function (it) {
+        it.evidence.forEach(function (e) {
+          if (e.node_id === id) ul.append(el('li', null, el('span', { class: 'nid', text: 'iteration ' + it.index + ' #' + e.sentence_index }), el('q', { text: e.text })));
+        });
+      });
+      if (ul.childNodes.length) box.append(el('h4', { text: 'Evidence for ' + c.id }), ul);
+    }
+  }
+
+  // ---- selection -------------------------------------------------------------------------
+  function select(id) {
+    var c = claimById[id] || null;
+    state.selected = c ? id : null;
+    Object.keys(cards).forEach(function (k) {
+      var on = k === state.selected;
+      cards[k].classList.toggle('selected', on);
+      var d = cards[k].querySelector('details');
+      if (d && on) d.open = true;
+    });
+    highlight(c);
+    try { history.replaceState(null, '', c ? '#claim=' + encodeURIComponent(id) : '#'); } catch (e) { /* file:// in some browsers */ }
+    if (state.focusNode) showNode(state.focusNode);
+    return !!c;
+  }
+
+  // ---- other detectors: extension point ----------------------------------------------------
+  // >>> EXTRA SECTIONS HOOK >>>
+  // Reports may carry results of other detectors under top-level keys. Each entry below renders
+  // DATA[key] into its own <section> in #vt-extras. To give a detector a dedicated view, replace
+  // its `render` with a function (value, sectionElement) -> void that builds DOM with el()/sv()
+  // and textContent only. Python side: veritrail.html.EXTRA_SECTION_KEYS lists the same keys.
+  var EXTRA_SECTIONS = [
+    { key: 'g2l', title: 'G2LDetect: global-to-local paths', render: renderJsonTree },
+    { key: 'sirg', title: 'SIRG: internal reasoning graph', render: renderJsonTree }
+  ];
+  // <<< EXTRA SECTIONS HOOK <<<
+
+  function renderJsonTree(value, section) {
+    function walk(v) {
+      if (v === null || typeof v !== 'object') return document.createTextNode(JSON.stringify(v));
+      var ul = el('ul');
+      Object.keys(v).forEach(function (k) {
+        var child = v[k];
+        var li = el('li', null, el('span', { class: 'k', text: Array.isArray(v) ? '[' + k + '] ' : k + ': ' }));
+        li.append(walk(child));
+        ul.append(li);
+      });
+      return ul;
+    }
+    section.append(el('div', { class: 'jtree' }, walk(value)));
+  }
+
+  function renderExtras() {
+    var host = document.getElementById('vt-extras');
+    EXTRA_SECTIONS.forEach(function (x) {
+      if (DATA[x.key] == null) return;
+      var sec = el('section', { class: 'box extra', 'data-extra': x.key }, el('h2', { text: x.title }));
+      x.render(DATA[x.key], sec);
+      host.append(sec);
+    });
+  }
+
+  // ---- start -----------------------------------------------------------------------------
+  renderHeader();
+  renderSummary();
+  renderTerminal();
+  renderControls();
+  renderClaims();
+  renderDag();
+  renderExtras();
+  applyFilters();
+  var m = /^#claim=(.+)$/.exec(location.hash || '');
+  var initial = m ? decodeURIComponent(m[1]) : null;
+  if (initial && claimById[initial]) select(initial);
+
+  // A small API for scripted use (tests, embedding): select a claim, set filters.
+  window.veritrail = {
+    data: DATA,
+    select: select,
+    setVerdict: function (v, on) {
+      state.verdicts[v] = !!on;
+      document.querySelectorAll('#vt-verdict-filter input').forEach(function (cb) {
+        if (cb.getAttribute('data-verdict') === v) cb.checked = !!on;
+      });
+      return applyFilters();
+    },
+    setStage: function (s) { state.stage = String(s); document.getElementById('vt-stage-filter').value = state.stage; return applyFilters(); },
+    search: function (q) { state.query = q; document.getElementById('vt-search').value = q; return applyFilters(); },
+    showNode: showNode
+  };
+  document.documentElement.setAttribute('data-vt-ready', '1');
+})();
