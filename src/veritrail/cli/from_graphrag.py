@@ -1,0 +1,138 @@
+"""`veritrail from-graphrag INDEX_DIR --out dag.json`: a GraphRAG index (and query) → DAG."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+import click
+from pydantic import ValidationError
+
+from ..dag import Dag, DagValidationError, save_dag
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(2)
+
+
+@click.command("from-graphrag")
+@click.argument("index_dir", type=click.Path(file_okay=False))
+@click.option(
+    "--out", "out_path", required=True, type=click.Path(dir_okay=False), help="DAG file to write."
+)
+@click.option(
+    "--question", default=None, help="Run our GraphRAG-style global search for this question."
+)
+@click.option("--model", "model_name", default=None, help="provider/model for --question.")
+@click.option(
+    "--capture",
+    "capture_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="A captured global search (JSON, docs/adapters.md) to add as map answers and answer.",
+)
+@click.option(
+    "--terminal-report",
+    default=None,
+    help="Without a query: make this report (community number or report id) the terminal.",
+)
+@click.option(
+    "--community-level", type=int, default=2, show_default=True, help="Level cut for --question."
+)
+@click.option(
+    "--batch-tokens", type=int, default=8000, show_default=True, help="Report tokens per map call."
+)
+@click.option(
+    "--save-capture",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="With --question: also write the search as a capture file.",
+)
+def from_graphrag(
+    index_dir: str,
+    out_path: str,
+    question: str | None,
+    model_name: str | None,
+    capture_path: str | None,
+    terminal_report: str | None,
+    community_level: int,
+    batch_tokens: int,
+    save_capture: str | None,
+) -> None:
+    """Build the generation DAG of a GraphRAG index output folder.
+
+    Text units → entity/relationship descriptions → community reports, then either the map
+    answers and final answer of a global search (--capture FILE, or --question Q --model M to
+    run our own), or, with no query, a chosen report as terminal (--terminal-report) or by default
+    a plumbing DAG whose top-level report is made terminal over everything.
+    """
+    from ..adapters.graphrag import (
+        GlobalSearchCapture,
+        GraphRagIndexError,
+        build_index_dag,
+        build_query_dag,
+        load_index,
+    )
+
+    if sum(x is not None for x in (question, capture_path, terminal_report)) > 1:
+        _fail("use only one of --question, --capture and --terminal-report")
+    if question is not None and model_name is None:
+        _fail("--question needs --model (provider/model)")
+    try:
+        index = load_index(index_dir)
+        dag: Dag
+        if capture_path is not None:
+            try:
+                capture = GlobalSearchCapture.from_file(capture_path)
+            except (OSError, ValidationError) as exc:
+                _fail(f"{capture_path}: {exc}")
+            dag = build_query_dag(index, capture)
+        elif question is not None:
+            dag = asyncio.run(
+                _search(
+                    index, question, str(model_name), community_level, batch_tokens, save_capture
+                )
+            )
+        else:
+            dag = build_index_dag(index, terminal_report=terminal_report)
+    except (GraphRagIndexError, DagValidationError) as exc:
+        _fail(str(exc))
+    save_dag(dag, out_path)
+    st = dag.meta.get("stage_names", {})
+    per_stage = ", ".join(f"{sum(1 for n in dag if n.stage == int(k))} {v}" for k, v in st.items())
+    click.echo(
+        f"{len(dag)} nodes ({per_stage}); terminal {dag.terminal}; written to {Path(out_path)}"
+    )
+
+
+async def _search(
+    index: object,
+    question: str,
+    model_name: str,
+    community_level: int,
+    batch_tokens: int,
+    save_capture: str | None,
+) -> Dag:
+    from ..adapters.graphrag import GraphRagIndex
+    from ..adapters.graphrag_search import GlobalSearchConfig, GlobalSearchError, global_search
+    from ..lm.registry import get_model
+
+    assert isinstance(index, GraphRagIndex)
+    model = get_model(model_name)
+    try:
+        res = await global_search(
+            index,
+            question,
+            model,
+            GlobalSearchConfig(community_level=community_level, batch_tokens=batch_tokens),
+        )
+    except GlobalSearchError as exc:
+        _fail(str(exc))
+    finally:
+        await model.aclose()
+    if save_capture:
+        Path(save_capture).write_text(res.capture.model_dump_json(indent=1), encoding="utf-8")
+    return res.dag
