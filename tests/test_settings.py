@@ -79,7 +79,7 @@ def test_unknown_and_bad_values_name_their_origin(tmp_path: Path) -> None:
     with pytest.raises(SettingsError, match=r"config file .*v\.toml: unknown setting 'qq'"):
         resolve_settings({}, config_path=cfg, env={}, cwd=tmp_path)
     cfg.write_text('q = "three"\n')
-    with pytest.raises(SettingsError, match="config file .*q = 'three'"):
+    with pytest.raises(SettingsError, match=r"config file .*q = 'three'"):
         resolve_settings({}, config_path=cfg, env={}, cwd=tmp_path)
     with pytest.raises(SettingsError, match="environment VERITRAIL_SAMPLES"):
         resolve_settings({}, env={"VERITRAIL_SAMPLES": "many"}, cwd=tmp_path)
