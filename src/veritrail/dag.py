@@ -3,18 +3,22 @@
 File formats (documented in docs/dag-format.md, schema in `schemas/dag.schema.json`):
 
 * JSON: ``{"nodes": [{"id": "n1", "text": "...", "sources": ["n0"], "stage": 1}, ...]}``
-  (optional top-level ``"meta"`` object is kept as-is);
-* JSON Lines: one node object per line (blank lines and lines starting with ``//`` ignored).
+  (an optional top-level ``"meta"`` object is kept as-is; a bare array of nodes is accepted too);
+* JSON Lines: one node object per line; blank lines and lines starting with ``//`` are ignored,
+  and the first line may be ``{"meta": {...}}``.
 
 Validation never repairs anything: every problem found is reported with the ids at fault, all at
-once, as a `DagValidationError`.
+once, as a `DagValidationError`. A file that cannot be read is reported the same way (code
+``unreadable``) so that callers handle one exception.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -29,39 +33,83 @@ class Node:
     stage: int
 
 
+class ProblemCode(StrEnum):
+    """Machine-readable codes of DAG problems (listed with their meaning in docs/dag-format.md)."""
+
+    UNREADABLE = "unreadable"
+    BAD_JSON = "bad_json"
+    BAD_FORMAT = "bad_format"
+    MALFORMED_NODE = "malformed_node"
+    EMPTY_DAG = "empty_dag"
+    DUPLICATE_ID = "duplicate_id"
+    EMPTY_TEXT = "empty_text"
+    UNKNOWN_SOURCE = "unknown_source"
+    DUPLICATE_SOURCE = "duplicate_source"
+    CYCLE = "cycle"
+    NO_TERMINAL = "no_terminal"
+    SEVERAL_TERMINALS = "several_terminals"
+    PARTIAL_STAGES = "partial_stages"
+    STAGE_DECREASES = "stage_decreases"
+    ROOT_STAGE = "root_stage"
+    TERMINAL_STAGE = "terminal_stage"
+
+
 @dataclass(frozen=True, slots=True)
 class DagProblem:
-    """One validation failure: a machine-readable code, a message, and the ids at fault."""
+    """One validation failure: a machine-readable code, a message, and the ids at fault.
+
+    Edge problems name the edge as ``node<-source``; records without a usable id are named by
+    position (``#N``, 1-based, in a JSON file; ``line N`` in a JSON Lines file).
+    """
 
     code: str
     message: str
     ids: tuple[str, ...]
 
     def __str__(self) -> str:
-        shown = ", ".join(self.ids[:20]) + (f", … (+{len(self.ids) - 20})" if len(self.ids) > 20 else "")
+        shown = ", ".join(self.ids[:20]) + (
+            f", … (+{len(self.ids) - 20})" if len(self.ids) > 20 else ""
+        )
         return f"[{self.code}] {self.message}" + (f": {shown}" if self.ids else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (all ids, untruncated)."""
+        return {"code": str(self.code), "message": self.message, "ids": list(self.ids)}
 
 
 class DagValidationError(ValueError):
-    """The DAG is invalid. `problems` lists every failure found."""
+    """The DAG file cannot be read or the DAG is invalid. `problems` lists every failure found."""
 
     def __init__(self, problems: list[DagProblem]):
         self.problems = problems
         super().__init__("invalid DAG:\n" + "\n".join(f"  {p}" for p in problems))
 
 
+# A record as parsed: (text, sources, stage); stage None = not given, 0 = given but unusable.
+_Raw = tuple[str, tuple[str, ...], int | None]
+
+
 class Dag:
     """A validated generation DAG. Node records are shared, never copied per claim."""
 
-    __slots__ = ("_children", "_nodes", "meta", "roots", "terminal")
+    __slots__ = ("_children", "_nodes", "meta", "roots", "stages_given", "terminal")
 
-    def __init__(self, nodes: Mapping[str, Node], terminal: str, meta: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        nodes: Mapping[str, Node],
+        terminal: str,
+        meta: dict[str, Any] | None = None,
+        *,
+        stages_given: bool = False,
+    ):
         # Use `Dag.from_records` or `load_dag`; this constructor trusts its input.
         self._nodes = nodes
         self.terminal = terminal
         self.roots: frozenset[str] = frozenset(n.id for n in nodes.values() if not n.sources)
         self._children: dict[str, list[str]] | None = None
         self.meta: dict[str, Any] = meta or {}
+        self.stages_given = stages_given
+        """True when the file gave every stage; False when they were computed (longest path)."""
 
     # -- construction -------------------------------------------------------------------------
 
@@ -69,69 +117,112 @@ class Dag:
     def from_records(
         cls, records: Iterable[Mapping[str, Any]], meta: dict[str, Any] | None = None
     ) -> Dag:
-        """Build and validate a DAG from node dicts (`id`, `text`, `sources`, optional `stage`)."""
-        problems: list[DagProblem] = []
-        raw: dict[str, tuple[str, tuple[str, ...], int | None]] = {}
+        """Build and validate a DAG from node dicts (`id`, `text`, `sources`, optional `stage`).
+
+        Raises `DagValidationError` listing every problem (see `ProblemCode`).
+        """
+        return cls._build(((f"#{i}", r) for i, r in enumerate(records, 1)), meta, [])
+
+    @classmethod
+    def _build(
+        cls,
+        records: Iterable[tuple[str, Any]],
+        meta: dict[str, Any] | None,
+        problems: list[DagProblem],
+    ) -> Dag:
+        raw: dict[str, _Raw] = {}
+        no_id: list[str] = []
+        bad_text: list[str] = []
+        bad_sources: list[str] = []
+        bad_stage: list[str] = []
         dups: list[str] = []
-        malformed: list[str] = []
-        for pos, rec in enumerate(records):
+        for where, rec in records:
             nid = rec.get("id") if isinstance(rec, Mapping) else None
             if not isinstance(nid, str) or not nid:
-                malformed.append(f"#{pos}")
+                no_id.append(where)
                 continue
             text = rec.get("text")
-            sources = rec.get("sources", [])
+            if not isinstance(text, str):
+                bad_text.append(nid)
+                text = "?"  # known id, so references to it are not reported as unknown
+            sources = rec.get("sources")
+            if sources is None:
+                sources = []
+            elif not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
+                bad_sources.append(nid)
+                sources = (
+                    [s for s in sources if isinstance(s, str)] if isinstance(sources, list) else []
+                )
             stage = rec.get("stage")
-            if (
-                not isinstance(text, str)
-                or not isinstance(sources, list)
-                or not all(isinstance(s, str) for s in sources)
-                or (stage is not None and (not isinstance(stage, int) or isinstance(stage, bool) or stage < 1))
-            ):
-                malformed.append(nid)
-                continue
+            if stage is not None and (type(stage) is not int or stage < 1):
+                bad_stage.append(nid)
+                stage = 0
             if nid in raw:
                 dups.append(nid)
                 continue
-            raw[nid] = (text, tuple(dict.fromkeys(sources)), stage)
-        if malformed:
-            problems.append(
-                DagProblem(
-                    "malformed_node",
-                    "nodes need a non-empty string id, string text, a list of string sources "
-                    "and an optional positive integer stage",
-                    tuple(malformed),
-                )
-            )
-        if dups:
-            problems.append(DagProblem("duplicate_id", "node ids must be unique", tuple(dict.fromkeys(dups))))
+            raw[nid] = (text, tuple(sources), stage)
+
+        _add(
+            problems,
+            ProblemCode.MALFORMED_NODE,
+            "records need a non-empty string id (records named by position)",
+            no_id,
+        )
+        _add(problems, ProblemCode.MALFORMED_NODE, '"text" must be a string', bad_text)
+        _add(
+            problems,
+            ProblemCode.MALFORMED_NODE,
+            '"sources" must be a list of node ids (strings)',
+            bad_sources,
+        )
+        _add(problems, ProblemCode.MALFORMED_NODE, '"stage" must be a positive integer', bad_stage)
+        _add(
+            problems, ProblemCode.DUPLICATE_ID, "node ids must be unique", list(dict.fromkeys(dups))
+        )
         if not raw:
-            problems.append(DagProblem("empty_dag", "the DAG has no nodes", ()))
+            problems.append(DagProblem(ProblemCode.EMPTY_DAG, "the DAG has no nodes", ()))
             raise DagValidationError(problems)
+        bad_text_set = set(bad_text)
+        _add(
+            problems,
+            ProblemCode.EMPTY_TEXT,
+            "nodes must have non-empty text",
+            [nid for nid, r in raw.items() if not r[0].strip() and nid not in bad_text_set],
+        )
 
-        empty = [nid for nid, (text, _, _) in raw.items() if not text.strip()]
-        if empty:
-            problems.append(DagProblem("empty_text", "nodes must have non-empty text", tuple(empty)))
-
+        # Edges, children and in-degrees in one pass (known edges only).
         unknown: list[str] = []
-        for nid, (_, sources, _) in raw.items():
-            for s in sources:
-                if s not in raw:
-                    unknown.append(f"{nid}<-{s}")
-        if unknown:
-            problems.append(
-                DagProblem("unknown_source", "edges come from ids that are not nodes (node<-source)", tuple(unknown))
-            )
-        self_loops = [nid for nid, (_, sources, _) in raw.items() if nid in sources]
-
-        # Kahn's algorithm over known edges: what is left over sits on a cycle (or behind one).
-        indeg = {nid: 0 for nid in raw}
+        repeated: list[str] = []
         children: dict[str, list[str]] = {nid: [] for nid in raw}
+        indeg = dict.fromkeys(raw, 0)
         for nid, (_, sources, _) in raw.items():
+            if len(sources) > 1 and len(set(sources)) != len(sources):
+                seen: set[str] = set()
+                for s in sources:
+                    if s in seen:
+                        repeated.append(f"{nid}<-{s}")
+                    seen.add(s)
             for s in sources:
-                if s in raw:
-                    children[s].append(nid)
+                ch = children.get(s)
+                if ch is None:
+                    unknown.append(f"{nid}<-{s}")
+                else:
+                    ch.append(nid)
                     indeg[nid] += 1
+        _add(
+            problems,
+            ProblemCode.UNKNOWN_SOURCE,
+            "sources name ids that are not nodes (node<-source)",
+            unknown,
+        )
+        _add(
+            problems,
+            ProblemCode.DUPLICATE_SOURCE,
+            "a source is listed twice (node<-source)",
+            list(dict.fromkeys(repeated)),
+        )
+
+        # Kahn's algorithm: what it cannot order sits on a cycle or downstream of one.
         order: list[str] = [nid for nid, d in indeg.items() if d == 0]
         i = 0
         while i < len(order):
@@ -141,67 +232,95 @@ class Dag:
                     order.append(c)
             i += 1
         if len(order) < len(raw):
-            cyc = _cycle_members(raw, {n for n, d in indeg.items() if d > 0})
-            problems.append(
-                DagProblem("cycle", "the graph has a cycle through these nodes", tuple(cyc or self_loops))
-            )
+            left = {n for n, d in indeg.items() if d > 0}
+            for comp in _cyclic_components(raw, left):
+                cyc = _one_cycle(raw, comp)
+                extra = (
+                    f"; {len(comp)} nodes are in this strongly connected part"
+                    if len(comp) > len(cyc)
+                    else ""
+                )
+                problems.append(
+                    DagProblem(
+                        ProblemCode.CYCLE,
+                        f"the graph has a cycle (in edge order: each id is a source of the next, the last of the first{extra})",
+                        tuple(cyc),
+                    )
+                )
+        del indeg
 
         sinks = [nid for nid, ch in children.items() if not ch]
-        if len(sinks) == 0:
-            problems.append(DagProblem("no_terminal", "no node is free of outgoing edges", ()))
+        if not sinks:
+            problems.append(
+                DagProblem(ProblemCode.NO_TERMINAL, "no node is free of outgoing edges", ())
+            )
         elif len(sinks) > 1:
             problems.append(
                 DagProblem(
-                    "several_terminals",
-                    f"exactly one terminal node (no outgoing edges) is allowed, found {len(sinks)}",
+                    ProblemCode.SEVERAL_TERMINALS,
+                    f"exactly one terminal node (a node no other node lists as a source) is allowed, found {len(sinks)}",
                     tuple(sinks),
                 )
             )
-        elif len(raw) > 1 and not raw[sinks[0]][1]:
-            problems.append(DagProblem("terminal_without_sources", "the terminal node has no sources", tuple(sinks)))
+
+        # Given stages are checked even when the structure has other problems (all at once).
+        given = [nid for nid, r in raw.items() if r[2] is not None]
+        stages_given = bool(given)
+        if given and len(given) != len(raw):
+            missing = [nid for nid, r in raw.items() if r[2] is None]
+            _add(
+                problems,
+                ProblemCode.PARTIAL_STAGES,
+                "give a stage for every node or for none; missing",
+                missing,
+            )
+        if given:
+            st: dict[str, int] = {nid: r[2] for nid, r in raw.items() if r[2]}  # usable ones only
+            bad = [
+                f"{nid}<-{s} ({st[s]} > {st[nid]})"
+                for nid, (_, sources, stage) in raw.items()
+                if stage
+                for s in sources
+                if st.get(s, 0) > stage
+            ]
+            _add(
+                problems,
+                ProblemCode.STAGE_DECREASES,
+                "stage must not decrease along an edge (node<-source)",
+                bad,
+            )
+            if st:
+                lo, hi = min(st.values()), max(st.values())
+                off = [nid for nid, r in raw.items() if not r[1] and r[2] and r[2] != lo]
+                _add(
+                    problems,
+                    ProblemCode.ROOT_STAGE,
+                    f"root nodes must have the minimal stage ({lo})",
+                    off,
+                )
+                if len(sinks) == 1 and sinks[0] in st and st[sinks[0]] != hi:
+                    problems.append(
+                        DagProblem(
+                            ProblemCode.TERMINAL_STAGE,
+                            f"the terminal node must have the maximal stage ({hi})",
+                            (sinks[0],),
+                        )
+                    )
         if problems:
             raise DagValidationError(problems)
 
-        given = [nid for nid, (_, _, st) in raw.items() if st is not None]
-        stages: dict[str, int] = {}
-        if given and len(given) != len(raw):
-            missing = [nid for nid, (_, _, st) in raw.items() if st is None]
-            raise DagValidationError(
-                [DagProblem("partial_stages", "give a stage for every node or for none", tuple(missing))]
-            )
-        if given:
-            stages = {nid: st for nid, (_, _, st) in raw.items() if st is not None}
-            bad = [
-                f"{s}({stages[s]})->{nid}({stages[nid]})"
-                for nid, (_, sources, _) in raw.items()
-                for s in sources
-                if stages[s] > stages[nid]
-            ]
-            if bad:
-                problems.append(
-                    DagProblem("stage_decreases", "stage must not decrease along an edge (source->node)", tuple(bad))
-                )
-            root_ids = [nid for nid, (_, src, _) in raw.items() if not src]
-            lo = min(stages.values())
-            hi = max(stages.values())
-            off_roots = [r for r in root_ids if stages[r] != lo]
-            if off_roots:
-                problems.append(
-                    DagProblem("root_stage", f"root nodes must have the minimal stage ({lo})", tuple(off_roots))
-                )
-            if stages[sinks[0]] != hi:
-                problems.append(
-                    DagProblem("terminal_stage", f"the terminal node must have the maximal stage ({hi})", (sinks[0],))
-                )
-            if problems:
-                raise DagValidationError(problems)
+        if stages_given:
+            nodes = {
+                nid: Node(nid, text, src, stage or 0) for nid, (text, src, stage) in raw.items()
+            }
         else:
-            for nid in order:  # topological: sources first
-                src = raw[nid][1]
-                stages[nid] = 1 + max((stages[s] for s in src), default=0)
-
-        nodes = {nid: Node(nid, text, sources, stages[nid]) for nid, (text, sources, _) in raw.items()}
-        dag = cls(nodes, sinks[0], meta)
+            computed: dict[str, int] = {}
+            for nid in order:  # topological: sources first, so each max() sees final values
+                computed[nid] = 1 + max((computed[s] for s in raw[nid][1]), default=0)
+            nodes = {
+                nid: Node(nid, text, src, computed[nid]) for nid, (text, src, _) in raw.items()
+            }
+        dag = cls(nodes, sinks[0], meta, stages_given=stages_given)
         dag._children = children
         return dag
 
@@ -229,7 +348,7 @@ class Dag:
         return self._nodes[node_id].sources
 
     def children(self, node_id: str) -> list[str]:
-        """Nodes that `node_id` is a source of (built lazily)."""
+        """Nodes that `node_id` is a source of, in file order (shared list: do not mutate)."""
         if self._children is None:
             ch: dict[str, list[str]] = {nid: [] for nid in self._nodes}
             for n in self._nodes.values():
@@ -239,80 +358,271 @@ class Dag:
         return self._children[node_id]
 
     def stage(self, node_id: str) -> int:
-        """The node's stage (1 = roots)."""
+        """The node's stage (roots have the smallest; 1 when computed)."""
         return self._nodes[node_id].stage
 
+    @property
+    def edges(self) -> int:
+        """Number of edges."""
+        return sum(len(n.sources) for n in self._nodes.values())
+
     def to_records(self) -> list[dict[str, Any]]:
-        """Node dicts in file order, as written by `save_dag`."""
-        return [{"id": n.id, "text": n.text, "sources": list(n.sources), "stage": n.stage} for n in self._nodes.values()]
+        """Node dicts in file order, as written by `save_dag` (stages always included)."""
+        return [
+            {"id": n.id, "text": n.text, "sources": list(n.sources), "stage": n.stage}
+            for n in self._nodes.values()
+        ]
 
 
-def _cycle_members(raw: Mapping[str, tuple[str, tuple[str, ...], int | None]], left: set[str]) -> list[str]:
-    """Find one concrete cycle among the nodes Kahn's algorithm could not order."""
-    # Walk backwards along sources inside `left`: every node there has a source in `left`.
-    start = next(iter(sorted(left)))
+def _add(problems: list[DagProblem], code: ProblemCode, message: str, ids: Sequence[str]) -> None:
+    if ids:
+        problems.append(DagProblem(code, message, tuple(ids)))
+
+
+def _cyclic_components(raw: Mapping[str, _Raw], left: set[str]) -> list[list[str]]:
+    """Strongly connected components with a cycle among `left` (iterative Tarjan, edges node->source)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    out: list[list[str]] = []
+    for start in sorted(left):
+        if start in index:
+            continue
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        work: list[tuple[str, Iterator[str]]] = [(start, iter(raw[start][1]))]
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in left:
+                    continue
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(raw[w][1])))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    u = work[-1][0]
+                    low[u] = min(low[u], low[v])
+                if low[v] == index[v]:
+                    comp: list[str] = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1 or v in raw[v][1]:
+                        out.append(sorted(comp))
+    out.sort()
+    return out
+
+
+def _one_cycle(raw: Mapping[str, _Raw], comp: list[str]) -> list[str]:
+    """One concrete cycle inside a strongly connected component, in edge order (source first)."""
+    members = set(comp)
     seen: dict[str, int] = {}
     path: list[str] = []
-    cur = start
-    while cur not in seen:
+    cur = comp[0]
+    while cur not in seen:  # every member has a source inside the component
         seen[cur] = len(path)
         path.append(cur)
-        nxt = next((s for s in raw[cur][1] if s in left), None)
-        if nxt is None:
-            return sorted(left)
-        cur = nxt
+        cur = next(s for s in raw[cur][1] if s in members)
     cycle = path[seen[cur] :]
-    cycle.reverse()  # present in edge direction: source -> ... -> node
+    cycle.reverse()
     return cycle
 
 
-def iter_node_records(path: str | Path) -> tuple[Iterator[dict[str, Any]], dict[str, Any]]:
-    """Open a DAG file (JSON or JSON Lines, chosen by content) and return (records, meta)."""
-    p = Path(path)
+# -- files ------------------------------------------------------------------------------------
+
+_TOP_KEY = re.compile(rb'^\{\s*"(nodes|meta)"\s*:')
+
+
+def _sniff_jsonl(p: Path) -> bool:
+    """JSON Lines or one JSON document? By suffix, else by whether the first line is an object."""
+    if p.suffix.lower() in (".jsonl", ".ndjson"):
+        return True
     with p.open("rb") as fh:
-        head = fh.read(4096).lstrip()
-    if p.suffix in (".jsonl", ".ndjson") or (head.startswith(b"{") and b'"nodes"' not in head and b"\n{" in head):
-        return _iter_jsonl(p), {}
-    with p.open("rb") as fh:
-        try:
+        head = fh.read(1 << 16)
+    head = head.removeprefix(b"\xef\xbb\xbf").lstrip()
+    if not head.startswith(b"{"):
+        return False
+    nl = head.find(b"\n")
+    if nl < 0:  # one long first line: a one-line document, unless it is a long first node
+        return not _TOP_KEY.match(head)
+    try:
+        first = json.loads(head[:nl])
+    except ValueError:
+        return False  # a pretty-printed document
+    return isinstance(first, dict) and "nodes" not in first
+
+
+def _open_records(
+    p: Path, problems: list[DagProblem]
+) -> tuple[Iterator[tuple[str, Any]], dict[str, Any]]:
+    """(positioned records, meta); read and parse failures are appended to `problems`."""
+    try:
+        jsonl = _sniff_jsonl(p)
+        if jsonl:
+            return _jsonl_records(p, problems)
+        with p.open("rb") as fh:
             doc = json.load(fh)
-        except json.JSONDecodeError as exc:
-            raise DagValidationError([DagProblem("bad_json", f"{p}: {exc}", ())]) from None
+    except OSError as exc:
+        raise DagValidationError(
+            [
+                DagProblem(
+                    ProblemCode.UNREADABLE, f"{p}: cannot read the file ({exc.strerror or exc})", ()
+                )
+            ]
+        ) from exc
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        raise DagValidationError(
+            [DagProblem(ProblemCode.BAD_JSON, f"{p}: not valid JSON: {exc}", ())]
+        ) from None
     if isinstance(doc, list):
-        return iter(doc), {}
+        return _drain(doc), {}
     if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), list):
-        raise DagValidationError([DagProblem("bad_format", f'{p}: expected an object with a "nodes" list', ())])
-    meta = doc.get("meta") if isinstance(doc.get("meta"), dict) else {}
-    return iter(doc["nodes"]), meta or {}
+        raise DagValidationError(
+            [
+                DagProblem(
+                    ProblemCode.BAD_FORMAT,
+                    f'{p}: expected an object with a "nodes" list (or a list of nodes)',
+                    (),
+                )
+            ]
+        )
+    meta = doc.get("meta")
+    if meta is not None and not isinstance(meta, dict):
+        problems.append(DagProblem(ProblemCode.BAD_FORMAT, f'{p}: "meta" must be an object', ()))
+    return _drain(doc["nodes"]), meta if isinstance(meta, dict) else {}
 
 
-def _iter_jsonl(p: Path) -> Iterator[dict[str, Any]]:
-    with p.open("r", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
+def _drain(nodes: list[Any]) -> Iterator[tuple[str, Any]]:
+    # Let each parsed record go as soon as it is consumed, so the raw dicts of a large file do not
+    # all stay alive next to the Node objects built from them.
+    for i in range(len(nodes)):
+        rec = nodes[i]
+        nodes[i] = None
+        yield f"#{i + 1}", rec
+
+
+_ID_IN_LINE = re.compile(rb'"id"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _jsonl_records(
+    p: Path, problems: list[DagProblem]
+) -> tuple[Iterator[tuple[str, Any]], dict[str, Any]]:
+    meta: dict[str, Any] = {}
+    start = start_line = 0
+    # The optional meta line must come first; read it now so that callers get meta up front.
+    with p.open("rb") as fh:
+        for line in fh:
+            start_line += 1
             s = line.strip()
-            if not s or s.startswith("//"):
-                continue
-            try:
-                yield json.loads(s)
-            except json.JSONDecodeError as exc:
-                raise DagValidationError([DagProblem("bad_json", f"{p}:{lineno}: {exc}", ())]) from None
+            if s and not s.startswith(b"//"):
+                try:
+                    first = json.loads(s)
+                except ValueError:
+                    break
+                if (
+                    isinstance(first, dict)
+                    and set(first) == {"meta"}
+                    and isinstance(first["meta"], dict)
+                ):
+                    meta = first["meta"]
+                    start = fh.tell()
+                break
+        if start == 0:
+            start_line = 0
+
+    def gen() -> Iterator[tuple[str, Any]]:
+        with p.open("rb") as fh:
+            fh.seek(start)
+            lineno = start_line
+            for line in fh:
+                lineno += 1
+                s = line.strip()
+                if not s or s.startswith(b"//"):
+                    continue
+                try:
+                    rec = json.loads(s)
+                except ValueError as exc:
+                    m = _ID_IN_LINE.search(s)
+                    nid = m.group(1).decode("utf-8", "replace") if m else None
+                    what = f" (node {nid!r})" if nid else ""
+                    problems.append(
+                        DagProblem(
+                            ProblemCode.BAD_JSON,
+                            f"{p}:{lineno}{what}: not valid JSON: {exc}",
+                            (f"line {lineno}",),
+                        )
+                    )
+                    if nid:  # still a known id, so its children do not report it as unknown
+                        yield f"line {lineno}", {"id": nid, "text": "?"}
+                    continue
+                yield f"line {lineno}", rec
+
+    return gen(), meta
+
+
+def iter_node_records(path: str | Path) -> tuple[Iterator[dict[str, Any]], dict[str, Any]]:
+    """Open a DAG file (JSON or JSON Lines, chosen by suffix, else by content) and return
+    (records, meta). Records stream from JSON Lines files; parse failures are raised as one
+    `DagValidationError` when the iteration ends (or at once for a JSON document)."""
+    p = Path(path)
+    problems: list[DagProblem] = []
+    positioned, meta = _open_records(p, problems)
+
+    def gen() -> Iterator[dict[str, Any]]:
+        for _, rec in positioned:
+            yield rec
+        if problems:
+            raise DagValidationError(problems)
+
+    return gen(), meta
 
 
 def load_dag(path: str | Path) -> Dag:
     """Load and validate a DAG file; raises `DagValidationError` listing every problem."""
-    records, meta = iter_node_records(path)
-    return Dag.from_records(records, meta)
+    p = Path(path)
+    problems: list[DagProblem] = []
+    records, meta = _open_records(p, problems)
+    return Dag._build(records, meta, problems)
 
 
 def save_dag(dag: Dag, path: str | Path) -> None:
-    """Write a DAG as JSON (or JSON Lines when the path ends in .jsonl)."""
+    """Write a DAG as JSON (one node per line) or as JSON Lines when the path ends in .jsonl.
+
+    Stages are always written, so a reload gives the same stages even if they were computed.
+    """
     p = Path(path)
-    if p.suffix == ".jsonl":
-        with p.open("w", encoding="utf-8") as fh:
+    with p.open("w", encoding="utf-8") as fh:
+        if p.suffix.lower() in (".jsonl", ".ndjson"):
+            if dag.meta:
+                fh.write(json.dumps({"meta": dag.meta}, ensure_ascii=False) + "\n")
             for rec in dag.to_records():
                 fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-        return
-    doc: dict[str, Any] = {"nodes": dag.to_records()}
-    if dag.meta:
-        doc["meta"] = dag.meta
-    p.write_text(json.dumps(doc, ensure_ascii=False, indent=1), encoding="utf-8")
+            return
+        fh.write("{")
+        if dag.meta:
+            fh.write('"meta": ' + json.dumps(dag.meta, ensure_ascii=False) + ",\n")
+        fh.write('"nodes": [\n')
+        fh.write(",\n".join(json.dumps(rec, ensure_ascii=False) for rec in dag.to_records()))
+        fh.write("\n]}\n")
+
+
+def dag_schema() -> dict[str, Any]:
+    """The JSON Schema of DAG files shipped with the package (`schemas/dag.schema.json`)."""
+    from importlib.resources import files
+
+    doc: dict[str, Any] = json.loads(
+        files("veritrail").joinpath("schemas/dag.schema.json").read_text("utf-8")
+    )
+    return doc
