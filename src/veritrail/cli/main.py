@@ -13,6 +13,8 @@ import click
 COMMANDS: dict[str, str] = {
     "dag": "dag:dag",
     "verify": "verify:verify",
+    "extract": "extract:extract",
+    "detect": "detect:detect",
 }
 
 

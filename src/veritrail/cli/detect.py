@@ -1,0 +1,165 @@
+"""`veritrail detect`: whole-text hallucination detectors other than the VeriTrail loop (SPEC §6)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import NoReturn
+
+import click
+
+from ..dag import DagValidationError, load_dag
+from ..detectors.g2l import (
+    G2LConfig,
+    G2LResult,
+    G2LStatus,
+    Reference,
+    g2l_detect,
+    g2l_report,
+    references_from_dag,
+)
+
+METHODS = ("g2l",)
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        _fail(f"{path}: {exc}")
+
+
+@click.command("detect")
+@click.option(
+    "--method",
+    type=click.Choice(METHODS),
+    default="g2l",
+    show_default=True,
+    help="Detector to run.",
+)
+@click.option(
+    "--text",
+    "text_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="File holding the text to check.",
+)
+@click.option(
+    "--refs",
+    "refs",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Reference document(s); further file names after the options are references too.",
+)
+@click.option(
+    "--dag",
+    "dag_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Check a DAG's terminal node against its root nodes (instead of --text/--refs).",
+)
+@click.option(
+    "--model", "model_name", default=None, help="provider/model (default: the default model)."
+)
+@click.option(
+    "--out",
+    "out_path",
+    default="detect-report.json",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="JSON report to write.",
+)
+@click.option(
+    "--reference-tokens",
+    type=click.IntRange(min=1),
+    default=G2LConfig().reference_tokens,
+    show_default=True,
+    help="Token budget for the reference text of one check prompt; longer references are chunked.",
+)
+@click.option(
+    "--max-depth", type=click.IntRange(min=1), default=G2LConfig().max_depth, show_default=True
+)
+@click.option(
+    "--max-nodes", type=click.IntRange(min=1), default=G2LConfig().max_nodes, show_default=True
+)
+@click.argument("more_refs", nargs=-1, type=click.Path(exists=True, dir_okay=False))
+def detect(
+    method: str,
+    text_path: str | None,
+    refs: tuple[str, ...],
+    dag_path: str | None,
+    model_name: str | None,
+    out_path: str,
+    reference_tokens: int,
+    max_depth: int,
+    max_nodes: int,
+    more_refs: tuple[str, ...],
+) -> None:
+    """Check a text against reference documents with a whole-text detector (G2LDetect).
+
+    Either `--text OUTPUT --refs DOC [DOC...]`, or `--dag DAG.json` to check the final output
+    against the DAG's root nodes. Writes a JSON report listing every root-to-leaf path with its
+    verdict and the failing paths.
+    """
+    all_refs = (*refs, *more_refs)
+    if dag_path is not None:
+        if text_path is not None or all_refs:
+            _fail("give either --dag or --text with --refs, not both")
+        try:
+            dag = load_dag(dag_path)
+        except DagValidationError as exc:
+            _fail(str(exc))
+        text = dag.node(dag.terminal).text
+        references: list[str | Reference] = list(references_from_dag(dag))
+        source_names = [f"{dag_path}#{nid}" for nid in sorted(dag.roots)]
+        text_name = f"{dag_path}#{dag.terminal}"
+    else:
+        if text_path is None or not all_refs:
+            _fail("give --text OUTPUT and at least one --refs DOC (or --dag DAG.json)")
+        text = _read(text_path)
+        references = [Reference(Path(r).name, _read(r)) for r in all_refs]
+        source_names = list(all_refs)
+        text_name = text_path
+    try:
+        cfg = G2LConfig(reference_tokens=reference_tokens, max_depth=max_depth, max_nodes=max_nodes)
+    except ValueError as exc:
+        _fail(str(exc))
+
+    from ..lm.registry import get_model
+
+    model = get_model(model_name)
+
+    async def go() -> G2LResult:
+        try:
+            return await g2l_detect(model, text, references, cfg)
+        finally:
+            await model.aclose()
+
+    result = asyncio.run(go())
+    report = g2l_report(
+        result,
+        model=model.name,
+        text=text,
+        sources=source_names,
+        usage={step: asdict(c) for step, c in model.usage.per_step().items()},
+    )
+    report["text_source"] = text_name
+    Path(out_path).write_text(
+        json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    if result.status is G2LStatus.TREE_FAILED:
+        click.echo(f"G2LDetect could not build a tree ({result.tree_error}); report: {out_path}")
+        return
+    failing = result.failing_paths
+    click.echo(
+        f"G2LDetect: {result.status.value} — {len(result.paths)} paths, {len(failing)} unsupported"
+        f"; report: {out_path}"
+    )
+    for p in failing:
+        click.echo("  ✗ " + " › ".join(p.nodes))
