@@ -1,0 +1,208 @@
+"""`veritrail eval`: compare VeriTrail with the baselines on a labelled dataset (docs/evaluation.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from ..config import VerifyConfig
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+@click.command("eval")
+@click.argument("dataset")
+@click.option(
+    "--method",
+    "methods",
+    multiple=True,
+    help="kind[:key=value,...]; kinds: veritrail (q=, evidence=), oracle (q=), rag (k=, embedder=), "
+    "direct (budget=, seed=), g2l. Repeatable. Default: oracle without --model; "
+    "veritrail:q=1, veritrail:q=3, rag:k=15, direct with one.",
+)
+@click.option(
+    "--model", "model_name", default=None, help="provider/model used by every LM-based method."
+)
+@click.option("--limit", type=int, default=None, help="Use only the first N claims.")
+@click.option(
+    "--sentences-per-chunk",
+    type=int,
+    default=10,
+    show_default=True,
+    help="WiCE: article sentences per root node.",
+)
+@click.option(
+    "--q", "default_q", type=int, default=3, show_default=True, help="q for methods that give none."
+)
+@click.option(
+    "--samples",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Soft prediction: samples per call (SPEC §4.6).",
+)
+@click.option(
+    "--threshold", type=int, default=1, show_default=True, help="Soft prediction: votes needed."
+)
+@click.option(
+    "--embedder",
+    type=click.Choice(["minilm-onnx", "minilm-st", "hashing"]),
+    default="minilm-onnx",
+    show_default=True,
+    help="RAG embeddings (hashing = lexical fallback, not semantic).",
+)
+@click.option(
+    "--direct-budget",
+    type=int,
+    default=None,
+    help="Direct verification: token budget for the roots.",
+)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--bootstrap",
+    type=int,
+    default=1000,
+    show_default=True,
+    help="Bootstrap iterations for stage CIs.",
+)
+@click.option("--parallel-items", type=int, default=2, show_default=True)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Write results.json, table.md and plots here.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "markdown", "json"]),
+    default="table",
+    show_default=True,
+)
+@click.option("--no-plots", is_flag=True, help="Skip the PNG/SVG plots.")
+@click.option(
+    "--save-dataset",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the (converted) dataset in our format and stop.",
+)
+def eval_cmd(
+    dataset: str,
+    methods: tuple[str, ...],
+    model_name: str | None,
+    limit: int | None,
+    sentences_per_chunk: int,
+    default_q: int,
+    samples: int,
+    threshold: int,
+    embedder: str,
+    direct_budget: int | None,
+    seed: int,
+    bootstrap: int,
+    parallel_items: int,
+    out_dir: str | None,
+    fmt: str,
+    no_plots: bool,
+    save_dataset: str | None,
+) -> None:
+    """Run detectors on DATASET and print a results table (rows = methods, columns = metrics).
+
+    DATASET is a file in our format (.json/.jsonl), a WiCE claim file, FABLES.json, a FABLES+ /
+    DiverseSumm+ style directory, or one of those prefixed with wice:, fables:, layout:.
+    """
+    from ..eval.baselines import BuildContext, build_method
+    from ..eval.datasets import DatasetError, open_dataset
+    from ..eval.datasets import save_dataset as write_dataset
+    from ..eval.runner import run_eval, summarize
+    from ..eval.tables import render_markdown, render_terminal, summary_to_json
+
+    try:
+        ds = open_dataset(dataset, sentences_per_chunk=sentences_per_chunk)
+    except (DatasetError, OSError, ValueError) as exc:
+        _fail(str(exc))
+    if limit is not None:
+        ds = ds.head(limit)
+    if save_dataset:
+        write_dataset(ds, save_dataset)
+        click.echo(f"{len(ds.items)} items, {ds.n_claims} claims written to {save_dataset}")
+        return
+    try:
+        base = VerifyConfig(q=default_q, samples=samples, threshold=threshold)
+    except ValueError as exc:
+        _fail(str(exc))
+
+    model: Any = None
+    if model_name:
+        from ..lm.registry import get_model
+
+        model = get_model(model_name)
+    specs = list(methods) or (
+        ["veritrail:q=1", "veritrail:q=3", "rag:k=15", "direct"]
+        if model is not None
+        else ["oracle"]
+    )
+    ctx = BuildContext(
+        model=model,
+        base_config=base,
+        samples=samples,
+        threshold=threshold,
+        default_embedder=embedder,
+        token_budget=direct_budget,
+        seed=seed,
+    )
+    try:
+        built = [build_method(s, ctx) for s in specs]
+    except (ValueError, RuntimeError) as exc:
+        _fail(str(exc))
+
+    def progress(_: str, done: int, total: int) -> None:
+        if fmt == "table" and sys.stderr.isatty():
+            click.echo(f"\r{done}/{total} items", err=True, nl=done == total)
+
+    async def go() -> Any:
+        try:
+            return await run_eval(ds, built, max_parallel_items=parallel_items, progress=progress)
+        finally:
+            if model is not None:
+                await model.aclose()
+
+    run = asyncio.run(go())
+    summary = summarize(run, bootstrap=bootstrap, seed=seed)
+    doc = summary_to_json(summary, run)
+    doc["meta"] = {**doc["meta"], "methods": specs, "model": model_name, "embedder": embedder}
+
+    if out_dir:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(
+            json.dumps(doc, indent=1, ensure_ascii=False), encoding="utf-8"
+        )
+        (out / "table.md").write_text(render_markdown(summary), encoding="utf-8")
+        if not no_plots:
+            from ..eval.plots import plot_error_stages, plot_precision_recall
+
+            try:
+                plot_precision_recall(summary, out / "precision_recall")
+                plot_error_stages(summary, out / "error_stages")
+            except RuntimeError as exc:  # matplotlib missing: the tables are still written
+                click.echo(f"warning: {exc}", err=True)
+
+    if fmt == "json":
+        click.echo(json.dumps(summary_to_json(summary), indent=1, ensure_ascii=False))
+    elif fmt == "markdown":
+        click.echo(render_markdown(summary), nl=False)
+    else:
+        from rich.console import Console
+
+        console = Console()
+        # A wide table: when piped, do not squeeze it into the default 80 columns.
+        Console(width=console.width if console.is_terminal else 220).print(render_terminal(summary))

@@ -1,0 +1,274 @@
+"""Run methods over a labelled dataset and summarise the results (SPEC §7).
+
+`run_eval` produces an `EvalRun` (every prediction of every method); `summarize` turns it into
+an `EvalSummary`: one `MethodRow` per method (the rows of the paper's Table 1) plus the
+exclusion counts, AUROC, evidence scores, costs and the error-stage analysis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..records import ErrorStageStatus
+from ..segment import SentenceIndex
+from .baselines import ItemContext, Method, Prediction
+from .datasets import EvalDataset, GoldClaim, claim_key
+from .metrics import (
+    FS,
+    NFS,
+    Exclusion,
+    HardMetrics,
+    StageRate,
+    auroc,
+    error_stage_rates,
+    evidence_scores,
+    exclude_claims,
+    hard_metrics,
+    mean_or_none,
+    pooled_stage_rates,
+    stage_agreement,
+)
+
+
+@dataclass(slots=True)
+class EvalRun:
+    """Gold claims (dataset order) and each method's predictions by claim key."""
+
+    dataset: str
+    gold: dict[str, GoldClaim]
+    methods: list[str]
+    predictions: dict[str, dict[str, Prediction]]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+Progress = Callable[[str, int, int], None]
+"""Called as (method name, items done, items total)."""
+
+
+async def run_eval(
+    ds: EvalDataset,
+    methods: Sequence[Method],
+    *,
+    max_parallel_items: int = 2,
+    progress: Progress | None = None,
+) -> EvalRun:
+    """Run every method on every item. Items run concurrently (bounded); methods in turn per item.
+
+    All methods see the same claims, the same DAG and the same sentence segmentation.
+    """
+    gold = {claim_key(it.id, c.id): c for it in ds.items for c in it.claims}
+    preds: dict[str, dict[str, Prediction]] = {m.name: {} for m in methods}
+    if len(preds) != len(methods):
+        raise ValueError("two methods share a name; give them different settings")
+    sem = asyncio.Semaphore(max(1, max_parallel_items))
+    done = 0
+
+    async def one(item_index: int) -> None:
+        nonlocal done
+        item = ds.items[item_index]
+        async with sem:
+            dag = ds.dag(item)
+            ctx = ItemContext(item, dag, SentenceIndex(dag), item.claims)
+            for m in methods:
+                for p in await m.predict(ctx):
+                    preds[m.name][p.claim_key] = p
+        done += 1
+        if progress is not None:
+            progress("", done, len(ds.items))
+
+    await asyncio.gather(*(one(i) for i in range(len(ds.items))))
+    return EvalRun(ds.name, gold, [m.name for m in methods], preds, dict(ds.meta))
+
+
+# -- summary --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MethodRow:
+    """One row of the results table."""
+
+    method: str
+    claims: int
+    hard: HardMetrics
+    auroc: float | None
+    auroc_n: int
+    evidence_precision: float | None
+    evidence_recall: float | None
+    evidence_n: int
+    calls_per_claim: float
+    input_tokens_per_claim: float
+    output_tokens_per_claim: float
+    dollars_per_claim: float
+    nodes_read_share: float
+    verdicts: dict[str, int]
+    failures: int
+    true_positives_with_stage: int
+    stage_rates: tuple[StageRate, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StagePair:
+    """Agreement of two methods' error-stage distributions."""
+
+    a: str
+    b: str
+    jensen_shannon: float | None
+    spearman: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class EvalSummary:
+    """Everything `veritrail eval` reports."""
+
+    dataset: str
+    claims: int
+    gold: dict[str, int]
+    exclusion: Exclusion
+    auroc_claims: int
+    rows: tuple[MethodRow, ...]
+    pooled_stages: tuple[StageRate, ...]
+    stage_pairs: tuple[StagePair, ...]
+    meta: dict[str, Any]
+
+
+def _tp_stages(run: EvalRun, method: str) -> dict[str, tuple[int, ...]]:
+    """True positives with named stages: gold NFS, predicted NFS, stages identified."""
+    out: dict[str, tuple[int, ...]] = {}
+    for key, g in run.gold.items():
+        p = run.predictions[method].get(key)
+        if (
+            p is not None
+            and g.label == NFS
+            and p.verdict == NFS
+            and p.error_stage_status == ErrorStageStatus.IDENTIFIED
+            and p.error_stages
+        ):
+            out[key] = p.error_stages
+    return out
+
+
+def summarize(run: EvalRun, *, bootstrap: int = 1000, seed: int = 0) -> EvalSummary:
+    """Compute every metric of SPEC §7 for every method of `run`."""
+    gold_labels = {k: g.label for k, g in run.gold.items()}
+    verdicts = {m: {k: p.verdict for k, p in run.predictions[m].items()} for m in run.methods}
+    excl = exclude_claims(gold_labels, verdicts)
+    kept = [str(k) for k in excl.kept]
+
+    scoring = [
+        m for m in run.methods if any(p.score is not None for p in run.predictions[m].values())
+    ]
+    scored_keys = [
+        k
+        for k, g in run.gold.items()
+        if g.label in (FS, NFS)
+        and all(
+            (p := run.predictions[m].get(k)) is not None and p.score is not None for m in scoring
+        )
+    ]
+
+    stage_maps = {m: _tp_stages(run, m) for m in run.methods}
+    stage_methods = [
+        m
+        for m in run.methods
+        if any(p.error_stage_status is not None for p in run.predictions[m].values())
+    ]
+
+    rows: list[MethodRow] = []
+    for m in run.methods:
+        preds = run.predictions[m]
+        hard = hard_metrics([gold_labels[k] for k in kept], [preds[k].verdict or NFS for k in kept])
+        au = (
+            auroc(
+                [run.gold[k].label == FS for k in scored_keys],
+                [preds[k].score or 0.0 for k in scored_keys],
+            )
+            if m in scoring
+            else None
+        )
+        ev = [
+            evidence_scores(p.evidence, run.gold[k].gold_evidence)
+            for k, p in preds.items()
+            if p.evidence is not None and k in run.gold
+        ]
+        ev_ok = [e for e in ev if e is not None]
+        n = max(1, len(preds))
+        tp = stage_maps[m]
+        rates = (
+            tuple(pooled_stage_rates({m: tp}, iterations=bootstrap, seed=seed))
+            if m in stage_methods
+            else ()
+        )
+        rows.append(
+            MethodRow(
+                method=m,
+                claims=len(preds),
+                hard=hard,
+                auroc=au,
+                auroc_n=len(scored_keys) if m in scoring else 0,
+                evidence_precision=mean_or_none(e.precision for e in ev_ok),
+                evidence_recall=mean_or_none(e.recall for e in ev_ok),
+                evidence_n=len(ev_ok),
+                calls_per_claim=sum(p.lm_calls for p in preds.values()) / n,
+                input_tokens_per_claim=sum(p.input_tokens for p in preds.values()) / n,
+                output_tokens_per_claim=sum(p.output_tokens for p in preds.values()) / n,
+                dollars_per_claim=sum(p.dollars for p in preds.values()) / n,
+                nodes_read_share=sum(p.nodes_read_share for p in preds.values()) / n,
+                verdicts=dict(
+                    Counter(p.verdict.value if p.verdict else "no verdict" for p in preds.values())
+                ),
+                failures=sum(1 for p in preds.values() if p.error),
+                true_positives_with_stage=len(tp),
+                stage_rates=rates,
+            )
+        )
+
+    pairs: list[StagePair] = []
+    for a, b in itertools.combinations(stage_methods, 2):
+        pa, pb = (
+            error_stage_rates(list(stage_maps[a].values())),
+            error_stage_rates(list(stage_maps[b].values())),
+        )
+        js, sp = stage_agreement(pa, pb) if pa and pb else (None, None)
+        pairs.append(StagePair(a, b, js, sp))
+    pooled = pooled_stage_rates(
+        {m: stage_maps[m] for m in stage_methods}, iterations=bootstrap, seed=seed
+    )
+
+    return EvalSummary(
+        dataset=run.dataset,
+        claims=len(run.gold),
+        gold=dict(Counter(g.label.value for g in run.gold.values())),
+        exclusion=excl,
+        auroc_claims=len(scored_keys) if scoring else 0,
+        rows=tuple(rows),
+        pooled_stages=tuple(pooled),
+        stage_pairs=tuple(pairs),
+        meta=run.meta,
+    )
+
+
+def prediction_to_json(p: Prediction) -> dict[str, Any]:
+    """One prediction as JSON (evidence as sorted [node, sentence] pairs)."""
+    return {
+        "method": p.method,
+        "claim": p.claim_key,
+        "verdict": p.verdict.value if p.verdict else None,
+        "score": p.score,
+        "evidence": sorted([list(k) for k in p.evidence]) if p.evidence is not None else None,
+        "lm_calls": p.lm_calls,
+        "input_tokens": p.input_tokens,
+        "output_tokens": p.output_tokens,
+        "dollars": p.dollars,
+        "nodes_read": p.nodes_read,
+        "nodes_total": p.nodes_total,
+        "error_stages": list(p.error_stages),
+        "error_stage_status": p.error_stage_status.value if p.error_stage_status else None,
+        "termination": p.termination,
+        "error": p.error,
+        "detail": p.detail,
+    }
