@@ -94,6 +94,7 @@ def make_batches(
                     sentences=tuple(
                         ExcerptSentence(start + k, idx, text) for k, (idx, text) in enumerate(take)
                     ),
+                    ends_node=len(take) == len(pending),
                 )
             )
             cur_n += len(take)

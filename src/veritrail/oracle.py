@@ -135,12 +135,11 @@ class Oracle:
             present = {s.sentence_index: s.prompt_id for s in e.sentences}
             picked = [present[i] for i in wanted if i in present]
             ids.extend(picked)
-            # Indices beyond the node's sentences are reported (once, by the excerpt holding the
-            # node's last sentence) so that the engine records them as unknown ids.
-            last = max(present) if present else -1
-            n_node = e.sentences[-1].sentence_index if e.sentences else -1
-            if last == n_node:
-                ids.extend(f"{e.node_id}#{i}" for i in wanted if i > last and i not in present)
+            # Indices beyond the node's last sentence are reported once, by the excerpt that ends
+            # the node, so that the engine drops and records them like invented ids.
+            if e.ends_node and e.sentences:
+                last = e.sentences[-1].sentence_index
+                ids.extend(f"{e.node_id}#{i}" for i in wanted if i > last)
             if picked and e.node_id in ans.summaries:
                 node_summaries.append((e.node_id, ans.summaries[e.node_id]))
         summary = "; ".join(t for _, t in node_summaries)

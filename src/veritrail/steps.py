@@ -33,6 +33,8 @@ class Excerpt:
     node_id: str
     is_root: bool
     sentences: tuple[ExcerptSentence, ...]
+    ends_node: bool = True
+    """False when the node continues in the next prompt (a node larger than a batch)."""
 
 
 @dataclass(frozen=True, slots=True)
