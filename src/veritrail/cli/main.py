@@ -13,6 +13,7 @@ import click
 COMMANDS: dict[str, str] = {
     "dag": "dag:dag",
     "verify": "verify:verify",
+    "eval": "eval:eval_cmd",
     "extract": "extract:extract",
     "detect": "detect:detect",
 }
