@@ -193,7 +193,7 @@ def test_compression_exhausted_falls_back_to_largest_fitting_subset() -> None:
     )
     it = res.iterations[0]
     assert it.compression_reruns == 1 and it.evidence_truncated
-    verdict_prompt = [c.prompt for c in fake.calls if "Evidence:" in c.prompt][0]
+    verdict_prompt = next(c.prompt for c in fake.calls if "Evidence:" in c.prompt)
     assert verdict_prompt.count("<<< item") == 2  # two of the three items fit in 4 sentences
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import Any
 
 from hypothesis import given, settings
@@ -114,6 +115,6 @@ def test_loop_invariants(case: tuple[Dag, dict[str, Any], int, int]) -> None:
     for path in res.provenance:
         assert path[0] in dag.sources(dag.terminal)
         assert set(path) <= ev_nodes
-        for a, b in zip(path, path[1:], strict=False):
+        for a, b in itertools.pairwise(path):
             assert b in dag.sources(a)
     assert res.cost.nodes_read == len(set(read))
