@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
+from veritrail.cli.main import cli
 from veritrail.dag import Dag
 from veritrail.detectors.g2l import (
     G2LConfig,
@@ -28,6 +32,7 @@ from veritrail.detectors.g2l import (
 )
 from veritrail.lm import FakeProvider, Message, Model
 from veritrail.records import Claim, Verdict
+from veritrail.testing.fake_openai_server import FakeOpenAIServer
 from veritrail.tokens import estimate_tokens
 
 TREE = {
@@ -279,3 +284,75 @@ async def test_claim_adapter_uses_dag_roots_and_maps_to_verdicts() -> None:
     assert "The frog's belly is translucent." in tree_call.prompt
     check = next(c for c in fake.calls if "<<< statement" in c.prompt)
     assert "<<< node r1\n" in check.prompt and "<<< node r2\n" in check.prompt
+
+
+def _server_responder(tree: object, supported: Callable[[str, str], bool | str]) -> Any:
+    inner = responder(tree, supported)
+
+    def reply(request: dict[str, Any]) -> str:
+        return inner([Message(m["role"], m["content"]) for m in request["messages"]])
+
+    return reply
+
+
+def test_detect_cli_text_and_refs_writes_the_report(tmp_path: Path) -> None:
+    text = tmp_path / "summary.txt"
+    text.write_text("H. dianae is a glass frog from Costa Rica, described in 2015.")
+    r1, r2 = tmp_path / "a.txt", tmp_path / "b.txt"
+    r1.write_text(REFS[0])
+    r2.write_text(REFS[1])
+    out = tmp_path / "g2l.json"
+    sup = _server_responder(TREE, lambda stmt, refs: "2015" not in stmt)
+    with FakeOpenAIServer(responder=sup) as srv:
+        res = CliRunner().invoke(
+            cli,
+            [
+                *("detect", "--method", "g2l", "--text", str(text), "--refs", str(r1), str(r2)),
+                *("--out", str(out), "--model", "openai/m"),
+            ],
+            env={"VERITRAIL_BASE_URL": srv.base_url, "OPENAI_API_KEY": "k", "VERITRAIL_CACHE": "0"},
+        )
+    assert res.exit_code == 0, res.output
+    assert "failed" in res.output and "It was described in 2015" in res.output
+    report = json.loads(out.read_text())
+    assert report["format"] == "veritrail-g2l-report" and report["status"] == "failed"
+    assert report["references"] == [str(r1), str(r2)]
+    assert report["failing_paths"] == [1] and len(report["paths"]) == 3
+    assert report["cost"]["g2l_check"]["lm_calls"] == 3
+
+
+def test_detect_cli_over_a_dag_checks_the_terminal_against_the_roots(tmp_path: Path) -> None:
+    dag = tmp_path / "d.json"
+    dag.write_text(
+        json.dumps(
+            {
+                "nodes": [
+                    {"id": "r1", "text": REFS[0], "sources": []},
+                    {"id": "r2", "text": REFS[1], "sources": []},
+                    {"id": "mid", "text": "A frog summary.", "sources": ["r1", "r2"]},
+                    {"id": "t", "text": "The frog is translucent.", "sources": ["mid"]},
+                ]
+            }
+        )
+    )
+    seen: list[str] = []
+
+    def sup(stmt: str, refs: str) -> bool:
+        seen.append(refs)
+        return True
+
+    out = tmp_path / "g2l.json"
+    with FakeOpenAIServer(responder=_server_responder(TREE, sup)) as srv:
+        res = CliRunner().invoke(
+            cli,
+            ["detect", "--dag", str(dag), "--out", str(out), "--model", "openai/m"],
+            env={"VERITRAIL_BASE_URL": srv.base_url, "OPENAI_API_KEY": "k", "VERITRAIL_CACHE": "0"},
+        )
+        assert res.exit_code == 0, res.output
+        report = json.loads(out.read_text())
+        assert report["status"] == "passed" and report["text"] == "The frog is translucent."
+        assert report["references"] == [f"{dag}#r1", f"{dag}#r2"]
+        # roots only: the intermediate node is not a reference
+        assert all("<<< node r1" in r and "A frog summary" not in r for r in seen)
+        res = CliRunner().invoke(cli, ["detect", "--dag", str(dag), "--text", str(dag)])
+        assert res.exit_code == 2 and "not both" in res.output
