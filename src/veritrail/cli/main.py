@@ -13,6 +13,8 @@ import click
 COMMANDS: dict[str, str] = {
     "dag": "dag:dag",
     "verify": "verify:verify",
+    "from-graphrag": "from_graphrag:from_graphrag",
+    "pipeline": "pipeline:pipeline",
     "eval": "eval:eval_cmd",
     "extract": "extract:extract",
     "detect": "detect:detect",
