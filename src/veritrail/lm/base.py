@@ -53,6 +53,9 @@ class ModelOutput:
 class ProviderError(Exception):
     """Base class of classified provider failures. `retry_after` is seconds, when the server said."""
 
+    attempts: int = 1
+    """Calls made before this error was given up on (set by the retry loop)."""
+
     def __init__(
         self, message: str, *, retry_after: float | None = None, status: int | None = None
     ):

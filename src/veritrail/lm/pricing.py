@@ -1,0 +1,103 @@
+"""Dollar prices per million tokens, overridable by the user.
+
+The built-in table covers common hosted models at their published list prices (USD per 1M
+tokens, as of late 2025); prices change, so users can override or extend it with a JSON file
+(`--prices FILE`, config, or env `VERITRAIL_PRICES`)::
+
+    {"openai/gpt-4o": {"input": 2.5, "output": 10.0}, "my-vllm-model": {"input": 0, "output": 0}}
+
+Keys are `provider/model` or a bare model name; a model also matches the longest key that is a
+prefix of it (`gpt-4o-2024-08-06` → `gpt-4o`). Embedded and fake models cost nothing. A model
+with no price costs 0 dollars and leaves a note, so a report never shows a made-up figure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """USD per one million input and output tokens."""
+
+    input: float
+    output: float
+
+    def dollars(self, input_tokens: int, output_tokens: int) -> float:
+        """The cost of one call."""
+        return (input_tokens * self.input + output_tokens * self.output) / 1_000_000
+
+
+DEFAULT_PRICES: dict[str, Price] = {
+    "gpt-4o": Price(2.50, 10.00),
+    "gpt-4o-mini": Price(0.15, 0.60),
+    "gpt-4.1": Price(2.00, 8.00),
+    "gpt-4.1-mini": Price(0.40, 1.60),
+    "gpt-4.1-nano": Price(0.10, 0.40),
+    "gpt-5": Price(1.25, 10.00),
+    "gpt-5-mini": Price(0.25, 2.00),
+    "gpt-5-nano": Price(0.05, 0.40),
+    "o3": Price(2.00, 8.00),
+    "o3-mini": Price(1.10, 4.40),
+    "o4-mini": Price(1.10, 4.40),
+    "deepseek-chat": Price(0.27, 1.10),
+    "deepseek-v3": Price(0.27, 1.10),
+}
+"""Built-in list prices (USD / 1M tokens). Override rather than trust them for billing."""
+
+FREE_PROVIDERS = frozenset({"local", "fake"})
+"""Providers that run on this machine and cost nothing."""
+
+
+class PriceTable:
+    """Looks up the price of `provider/model`; user entries win over the built-in ones."""
+
+    def __init__(self, overrides: Mapping[str, Price] | None = None, *, defaults: bool = True):
+        self._prices: dict[str, Price] = dict(DEFAULT_PRICES) if defaults else {}
+        self._prices.update(overrides or {})
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> PriceTable:
+        """Built-in prices updated with a JSON file `{name: {"input": x, "output": y}}`."""
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: a price file is a JSON object of name -> price")
+        out: dict[str, Price] = {}
+        for name, entry in data.items():
+            try:
+                out[str(name)] = Price(float(entry["input"]), float(entry["output"]))
+            except (TypeError, KeyError, ValueError) as exc:
+                raise ValueError(
+                    f"{path}: price of {name!r} needs numeric 'input' and 'output'"
+                ) from exc
+        return cls(out)
+
+    @classmethod
+    def from_env(cls) -> PriceTable:
+        """Built-in prices, updated from the file named by `VERITRAIL_PRICES` if set."""
+        path = os.environ.get("VERITRAIL_PRICES")
+        return cls.from_file(path) if path else cls()
+
+    def lookup(self, provider: str, model: str) -> Price | None:
+        """The price of a model, or None when it is unknown."""
+        if provider in FREE_PROVIDERS:
+            return Price(0.0, 0.0)
+        for key in (f"{provider}/{model}", model):
+            if key in self._prices:
+                return self._prices[key]
+        best: str | None = None
+        best_len = 0
+        for key in self._prices:
+            bare = key.split("/", 1)[1] if key.startswith(f"{provider}/") else key
+            if "/" in bare:
+                continue  # an entry for another provider
+            if model.startswith(bare) and len(bare) > best_len:
+                best, best_len = key, len(bare)
+        return self._prices[best] if best is not None else None
+
+
+__all__ = ["DEFAULT_PRICES", "FREE_PROVIDERS", "Price", "PriceTable"]
