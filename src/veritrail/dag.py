@@ -277,18 +277,20 @@ class Dag:
         if given:
             st: dict[str, int] = {nid: r[2] for nid, r in raw.items() if r[2]}  # usable ones only
             bad = [
-                f"{nid}<-{s} ({st[s]} > {st[nid]})"
+                (nid, s)
                 for nid, (_, sources, stage) in raw.items()
                 if stage
                 for s in sources
                 if st.get(s, 0) > stage
             ]
-            _add(
-                problems,
-                ProblemCode.STAGE_DECREASES,
-                "stage must not decrease along an edge (node<-source)",
-                bad,
-            )
+            if bad:
+                eg = ", ".join(f"{s} ({st[s]}) -> {nid} ({st[nid]})" for nid, s in bad[:3])
+                _add(
+                    problems,
+                    ProblemCode.STAGE_DECREASES,
+                    f"stage must not decrease along an edge (node<-source); e.g. {eg}",
+                    [f"{nid}<-{s}" for nid, s in bad],
+                )
             if st:
                 lo, hi = min(st.values()), max(st.values())
                 off = [nid for nid, r in raw.items() if not r[1] and r[2] and r[2] != lo]
@@ -437,7 +439,8 @@ def _one_cycle(raw: Mapping[str, _Raw], comp: list[str]) -> list[str]:
         cur = next(s for s in raw[cur][1] if s in members)
     cycle = path[seen[cur] :]
     cycle.reverse()
-    return cycle
+    k = cycle.index(min(cycle))  # a stable rotation: smallest id first
+    return cycle[k:] + cycle[:k]
 
 
 # -- files ------------------------------------------------------------------------------------
@@ -446,22 +449,26 @@ _TOP_KEY = re.compile(rb'^\{\s*"(nodes|meta)"\s*:')
 
 
 def _sniff_jsonl(p: Path) -> bool:
-    """JSON Lines or one JSON document? By suffix, else by whether the first line is an object."""
+    """JSON Lines or one JSON document? By suffix, else by whether the first line is a node."""
     if p.suffix.lower() in (".jsonl", ".ndjson"):
         return True
+    size = 1 << 16
     with p.open("rb") as fh:
-        head = fh.read(1 << 16)
+        head = fh.read(size)
     head = head.removeprefix(b"\xef\xbb\xbf").lstrip()
     if not head.startswith(b"{"):
         return False
     nl = head.find(b"\n")
-    if nl < 0:  # one long first line: a one-line document, unless it is a long first node
-        return not _TOP_KEY.match(head)
     try:
-        first = json.loads(head[:nl])
+        first = json.loads(head if nl < 0 else head[:nl])
     except ValueError:
-        return False  # a pretty-printed document
-    return isinstance(first, dict) and "nodes" not in first
+        # A pretty-printed document, or a first line longer than the sniffed head.
+        return nl < 0 and len(head) >= size - 3 and not _TOP_KEY.match(head)
+    return (
+        isinstance(first, dict)
+        and "nodes" not in first
+        and ("id" in first or set(first) == {"meta"})
+    )
 
 
 def _open_records(

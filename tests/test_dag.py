@@ -1,0 +1,214 @@
+"""The Dag API, the file formats (JSON, JSON Lines, sniffing, meta) and the shipped JSON Schema."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from veritrail.dag import (
+    Dag,
+    DagProblem,
+    DagValidationError,
+    Node,
+    ProblemCode,
+    dag_schema,
+    iter_node_records,
+    load_dag,
+    save_dag,
+)
+
+# Figure-1-like hierarchical summarization: four chunks, two merges, one final summary.
+RECORDS: list[dict[str, Any]] = [
+    {"id": "c1", "text": "Chunk one.", "sources": []},
+    {"id": "c2", "text": "Chunk two.", "sources": []},
+    {"id": "c3", "text": "Chunk three."},
+    {"id": "s1", "text": "Summary of one and two.", "sources": ["c1", "c2"]},
+    {"id": "s2", "text": "Summary of three.", "sources": ["c3"]},
+    {"id": "x", "text": "Extra step.", "sources": ["s2"]},
+    {"id": "final", "text": "Final.", "sources": ["s1", "x", "c3"]},
+]
+
+
+def test_api() -> None:
+    g = Dag.from_records(RECORDS, meta={"pipeline": "hier"})
+    assert len(g) == 7
+    assert "s1" in g
+    assert "nope" not in g
+    assert [n.id for n in g] == ["c1", "c2", "c3", "s1", "s2", "x", "final"]
+    assert g.node("s1") == Node("s1", "Summary of one and two.", ("c1", "c2"), 2)
+    assert g.sources("final") == ("s1", "x", "c3")
+    assert g.children("c3") == ["s2", "final"]
+    assert g.children("final") == []
+    assert g.roots == frozenset({"c1", "c2", "c3"})
+    assert g.is_root("c3")
+    assert not g.is_root("s2")
+    assert g.terminal == "final"
+    assert g.meta == {"pipeline": "hier"}
+    assert g.edges == 7
+    assert not g.stages_given
+    with pytest.raises(KeyError):
+        g.node("nope")
+
+
+def test_default_stage_is_longest_path_from_a_root() -> None:
+    g = Dag.from_records(RECORDS)
+    assert {n.id: n.stage for n in g} == {
+        "c1": 1,
+        "c2": 1,
+        "c3": 1,
+        "s1": 2,
+        "s2": 2,
+        "x": 3,
+        "final": 4,
+    }
+
+
+def test_given_stages_are_kept_and_may_repeat_along_an_edge() -> None:
+    recs = [dict(r, stage=st) for r, st in zip(RECORDS, [1, 1, 1, 2, 2, 2, 5], strict=True)]
+    g = Dag.from_records(recs)
+    assert g.stages_given
+    assert g.stage("x") == 2
+    assert g.stage("final") == 5
+
+
+def test_children_built_lazily_when_constructed_directly() -> None:
+    nodes = {"a": Node("a", "A.", (), 1), "b": Node("b", "B.", ("a",), 2)}
+    g = Dag(nodes, "b")
+    assert g.children("a") == ["b"]
+    assert g.roots == frozenset({"a"})
+
+
+def test_single_node_dag_is_valid() -> None:
+    g = Dag.from_records([{"id": "only", "text": "Just this."}])
+    assert g.terminal == "only"
+    assert g.is_root("only")
+    assert g.stage("only") == 1
+
+
+def test_problem_codes_and_str() -> None:
+    with pytest.raises(DagValidationError) as ei:
+        Dag.from_records(
+            [
+                {"id": "r", "text": "R."},
+                *({"id": f"t{i}", "text": "T.", "sources": ["r"]} for i in range(25)),
+            ]
+        )
+    (p,) = ei.value.problems
+    assert p.code == ProblemCode.SEVERAL_TERMINALS == "several_terminals"
+    assert len(p.ids) == 25
+    assert str(p).endswith("t18, t19, … (+5)")
+    assert p.to_dict()["ids"] == [f"t{i}" for i in range(25)]
+    assert "several_terminals" in str(ei.value)
+    assert (
+        str(DagProblem("empty_dag", "the DAG has no nodes", ()))
+        == "[empty_dag] the DAG has no nodes"
+    )
+
+
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
+def test_save_load_round_trip(tmp_path: Path, suffix: str) -> None:
+    g = Dag.from_records(RECORDS, meta={"run": 7, "name": "ünïcode"})
+    p = tmp_path / f"dag{suffix}"
+    save_dag(g, p)
+    h = load_dag(p)
+    assert h.to_records() == g.to_records()
+    assert h.meta == g.meta
+    assert h.terminal == g.terminal
+    assert h.stages_given  # saved files carry their stages
+
+
+def test_saved_json_is_one_node_per_line(tmp_path: Path) -> None:
+    p = tmp_path / "dag.json"
+    save_dag(Dag.from_records(RECORDS), p)
+    lines = p.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == len(RECORDS) + 2
+    assert json.loads(p.read_text(encoding="utf-8"))["nodes"][0]["id"] == "c1"
+
+
+def test_jsonl_comments_blank_lines_and_meta(tmp_path: Path) -> None:
+    p = tmp_path / "dag.jsonl"
+    body = "".join(json.dumps(r) + "\n" for r in RECORDS)
+    p.write_text('\n// exported by test\n{"meta": {"q": "why?"}}\n\n' + body, encoding="utf-8")
+    g = load_dag(p)
+    assert g.meta == {"q": "why?"}
+    assert len(g) == 7
+
+
+def test_jsonl_content_in_a_json_named_file_is_sniffed(tmp_path: Path) -> None:
+    p = tmp_path / "dag.json"
+    p.write_text("".join(json.dumps(r) + "\n" for r in RECORDS), encoding="utf-8")
+    assert load_dag(p).terminal == "final"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        json.dumps({"nodes": RECORDS}),
+        json.dumps({"nodes": RECORDS}) + "\n",
+        json.dumps({"meta": {"a": 1}, "nodes": RECORDS}, indent=2),
+        json.dumps(RECORDS),
+        "\ufeff" + json.dumps({"nodes": RECORDS}, indent=1),
+    ],
+)
+def test_json_documents_in_any_layout(tmp_path: Path, text: str) -> None:
+    p = tmp_path / "dag.json"
+    p.write_text(text, encoding="utf-8")
+    assert load_dag(p).terminal == "final"
+
+
+def test_jsonl_stream_is_lazy_and_reports_bad_lines_at_the_end(tmp_path: Path) -> None:
+    p = tmp_path / "dag.jsonl"
+    p.write_text(
+        '{"id": "a", "text": "A."}\nnot json\n{"id": "b", "text": "B.", "sources": ["a"]}\n',
+        encoding="utf-8",
+    )
+    records, meta = iter_node_records(p)
+    assert meta == {}
+    got = []
+    with pytest.raises(DagValidationError) as ei:
+        got.extend(records)
+    assert [r["id"] for r in got] == ["a", "b"]
+    assert ei.value.problems[0].code == ProblemCode.BAD_JSON
+    assert ei.value.problems[0].ids == ("line 2",)
+
+
+def test_extra_fields_are_ignored() -> None:
+    g = Dag.from_records([{"id": "a", "text": "A.", "kind": "chunk", "sources": [], "stage": None}])
+    assert g.node("a") == Node("a", "A.", (), 1)
+
+
+def test_schema_ships_and_accepts_valid_files(tmp_path: Path) -> None:
+    schema = dag_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    v = jsonschema.Draft202012Validator(schema)
+    assert v.is_valid({"nodes": RECORDS, "meta": {"x": 1}})
+    assert v.is_valid(RECORDS)
+    p = tmp_path / "dag.json"
+    save_dag(Dag.from_records(RECORDS), p)
+    assert v.is_valid(json.loads(p.read_text(encoding="utf-8")))
+    node = {"$ref": "#/$defs/node", "$defs": schema["$defs"]}
+    assert jsonschema.Draft202012Validator(node).is_valid(RECORDS[0])
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"nodes": []},
+        {"nodes": [{"id": "a"}]},
+        {"nodes": [{"id": "", "text": "A."}]},
+        {"nodes": [{"id": "a", "text": "  "}]},
+        {"nodes": [{"id": "a", "text": "A.", "stage": 0}]},
+        {"nodes": [{"id": "a", "text": "A.", "sources": ["b", "b"]}]},
+        {"nodes": [{"id": "a", "text": "A.", "sources": "b"}]},
+        {"meta": {}},
+    ],
+)
+def test_schema_rejects_what_the_loader_rejects_per_node(bad: dict[str, Any]) -> None:
+    v = jsonschema.Draft202012Validator(dag_schema())
+    assert not v.is_valid(bad)
+    with pytest.raises(DagValidationError):
+        Dag.from_records(bad.get("nodes", []))
