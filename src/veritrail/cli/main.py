@@ -18,6 +18,8 @@ COMMANDS: dict[str, str] = {
     "eval": "eval:eval_cmd",
     "extract": "extract:extract",
     "detect": "detect:detect",
+    "cache": "cache:cache",
+    "prompts": "prompts:prompts",
 }
 
 
