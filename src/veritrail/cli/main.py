@@ -14,6 +14,7 @@ COMMANDS: dict[str, str] = {
     "dag": "dag:dag",
     "verify": "verify:verify",
     "from-graphrag": "from_graphrag:from_graphrag",
+    "from-booookscore": "from_booookscore:from_booookscore",
     "pipeline": "pipeline:pipeline",
     "eval": "eval:eval_cmd",
     "extract": "extract:extract",
