@@ -341,3 +341,80 @@ def test_cli_from_graphrag_writes_a_valid_dag(tmp_path: Path) -> None:
     assert load_dag(out).terminal == "answer"
     r = CliRunner().invoke(cli, ["from-graphrag", str(tmp_path), "--out", str(out)])
     assert r.exit_code != 0 and "index output folder" in r.output
+
+
+async def test_our_global_search_records_map_and_reduce() -> None:
+    import re as _re
+
+    from veritrail.adapters.graphrag_search import (
+        GlobalSearchConfig,
+        global_search,
+        pack_batches,
+        select_reports,
+    )
+    from veritrail.lm.fake import FakeProvider
+    from veritrail.lm.model import Model
+
+    index = load_index(DATA / "tests_verbs_data")
+    cfg = GlobalSearchConfig(community_level=1, batch_tokens=6000)
+    selected = select_reports(index, 1)
+    # Level cut: every level-1 report, plus level-0 reports without reported children.
+    reported = {r.community for r in index.reports}
+    kids = {c.community: c.children for c in index.communities}
+    assert {r.community for r in selected} == {
+        r.community for r in index.reports if r.level == 1
+    } | {
+        r.community
+        for r in index.reports
+        if r.level == 0 and not any(k in reported for k in kids[r.community])
+    }
+    batches = pack_batches(sorted(selected, key=lambda r: (-r.rank, r.community)), cfg.batch_tokens)
+    assert len(batches) > 2
+
+    def responder(messages):  # type: ignore[no-untyped-def]
+        user = "\n".join(m.content for m in messages)  # re-asks repeat the original prompt
+        if "Analyst notes" in user:
+            return "Scrooge is visited by three spirits."
+        comms = [int(x) for x in _re.findall(r"<<< report (\d+)", user)]
+        # Only the batch holding the top-ranked report finds something relevant.
+        if batches[0][0].community in comms:
+            return json.dumps({"points": [{"description": "Scrooge meets spirits.", "score": 90}]})
+        if batches[1][0].community in comms:
+            return "not json at all"  # kept as one low-score point
+        return json.dumps({"points": []})
+
+    fake = FakeProvider(responder=responder)
+    res = await global_search(index, "What happens to Scrooge?", Model(fake), cfg)
+    dag = res.dag
+    # One call per batch, one re-ask for the unreadable reply, one reduce.
+    assert len(fake.calls) == len(batches) + 2
+    assert dag.terminal == "answer" and dag.node("answer").text == res.answer
+    assert dag.sources("answer") == ("map-0", "map-1")
+    assert set(dag.sources("map-0")) == {report_node(r.community) for r in batches[0]}
+    assert dag.node("map-1").text == "not json at all"
+    stages = Counter(n.stage for n in dag)
+    assert stages[4] == 2 and stages[5] == 1 and stages[1] >= 1
+    assert dag.meta["graphrag"]["batches"] == len(batches)
+    assert dag.meta["graphrag"]["map_parse_errors"] == 1
+    # The capture of our run rebuilds the same DAG.
+    again = build_query_dag(index, res.capture)
+    assert {n.id: n.sources for n in again} == {n.id: n.sources for n in dag}
+    # Only what the answer depends on is kept: the two batches' reports and their sub-reports.
+    want = {r.community for b in batches[:2] for r in b}
+    stack = list(want)
+    while stack:
+        for ch in kids.get(stack.pop(), ()):
+            if ch in reported and ch not in want:
+                want.add(ch)
+                stack.append(ch)
+    assert {n.id for n in dag if n.stage == 3} == {report_node(c) for c in want}
+
+
+async def test_global_search_with_nothing_relevant_fails_clearly() -> None:
+    from veritrail.adapters.graphrag_search import GlobalSearchError, global_search
+    from veritrail.lm.fake import FakeProvider
+    from veritrail.lm.model import Model
+
+    fake = FakeProvider(responder=lambda m: '{"points": [{"description": "x", "score": 0}]}')
+    with pytest.raises(GlobalSearchError, match="none of the"):
+        await global_search(load_index(DATA / "operation_dulce"), "Q?", Model(fake))
