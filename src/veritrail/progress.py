@@ -23,7 +23,7 @@ import asyncio
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
@@ -133,10 +133,13 @@ class ProgressReporter:
         self._t0 = clock()
 
     # feeds -----------------------------------------------------------------------------------
-    def start(self, total: int, resumed: int = 0) -> None:
-        """The run has `total` claims, of which `resumed` were already finished in the run store."""
+    def start(self, total: int, resumed: int = 0, done: Sequence[ClaimResult] = ()) -> None:
+        """The run has `total` claims, of which `resumed` were already finished in the run store
+        (`done`, when given, are those results: their verdicts are counted in the figures)."""
         self.figures.total = total
         self.figures.resumed = resumed
+        for r in done:
+            self.figures.finished(r)
         self.figures.done = resumed
         self._t0 = self._clock()
 
@@ -217,8 +220,8 @@ class PlainProgress(ProgressReporter):
         self.interval = interval
         self._last: float | None = None
 
-    def start(self, total: int, resumed: int = 0) -> None:
-        super().start(total, resumed)
+    def start(self, total: int, resumed: int = 0, done: Sequence[ClaimResult] = ()) -> None:
+        super().start(total, resumed, done)
         self._emit(
             f"verifying {total - resumed} claims"
             + (f" ({resumed} already finished in the run store)" if resumed else "")
@@ -270,8 +273,8 @@ class RichProgress(ProgressReporter):
         self._task = self._bar.add_task("claims", total=None)
         self._started = False
 
-    def start(self, total: int, resumed: int = 0) -> None:
-        super().start(total, resumed)
+    def start(self, total: int, resumed: int = 0, done: Sequence[ClaimResult] = ()) -> None:
+        super().start(total, resumed, done)
         self._bar.update(self._task, total=total, completed=resumed)
         self._bar.start()
         self._started = True
@@ -352,7 +355,7 @@ def summary_tables(report: Mapping[str, Any], *, wall_seconds: float | None = No
             Text(label, style=styles.get(label, "")), str(count), f"{100 * count / n:.0f}%"
         )
 
-    stages = Table(title="Error stages (Not Fully Supported claims)", title_justify="left")
+    stages = Table(title="Error stages", title_justify="left")
     stages.add_column("stage", justify="right")
     stages.add_column("claims", justify="right")
     per_stage = s.get("error_stages", {})

@@ -13,12 +13,14 @@ import click
 COMMANDS: dict[str, str] = {
     "dag": "dag:dag",
     "verify": "verify:verify",
-    "from-graphrag": "from_graphrag:from_graphrag",
-    "from-booookscore": "from_booookscore:from_booookscore",
-    "pipeline": "pipeline:pipeline",
     "eval": "eval:eval_cmd",
     "extract": "extract:extract",
     "detect": "detect:detect",
+    "from-graphrag": "from_graphrag:from_graphrag",
+    "from-booookscore": "from_booookscore:from_booookscore",
+    "pipeline": "pipeline:pipeline",
+    "report": "report:report",
+    "resume": "resume:resume",
     "cache": "cache:cache",
     "prompts": "prompts:prompts",
 }

@@ -1,0 +1,324 @@
+"""Dry-run estimate: model calls, tokens and dollars of a run, computed without calling a model.
+
+The estimator replays the loop's traversal (SPEC §4.4) on the real DAG under two assumptions
+about what the model will answer, and batches every simulated round with the loop's own
+`evidence.make_batches`, rendering the real prompt templates to count input tokens:
+
+* **estimate** ("widening") — every node read yields evidence and every verdict is Not Fully
+  Supported, so each round reads all sources of the previous round, and the claim stops after
+  `q` rounds (or when the roots are exhausted). Iteration 1 is exact whatever the model answers
+  (it always reads `src(terminal)`); later rounds are exact under this assumption.
+* **upper** ("full trail") — every node yields evidence and every verdict is Fully Supported:
+  the claim walks the whole ancestry of the terminal node (every ancestor read once), which is
+  the method's worst case O(|V|).
+* **lower** — one decomposition call and iteration 1's prompts, nothing else.
+
+Decomposition calls are estimated from the claim's wording: 1 when it reads as one assertion,
+else 1 + the number of parts (each part is decomposed once more to confirm it is final); parts =
+1 + the number of conjunction markers (" and ", ";", " but ", ", which", " while "), capped by
+`max_decomposition_calls`. Verdict input is the template plus the full text of evidence roots plus
+`SUMMARY_CHARS` characters per non-root evidence node (the summary the selector will write).
+Output tokens are fixed per call type (`OUTPUT_TOKENS`). Not included: re-asks after unreadable
+replies, retries, and evidence-compression reruns.
+
+Tolerance (tested in tests/test_dry_run.py against real runs with the scripted provider): when the
+model behaves as assumed, the call counts are exact and input tokens are within 25 %; real runs
+land between `lower` and `upper` for evidence and verdict calls. Tokens use `tokens.estimate_tokens`
+(4 characters per token), so provider-reported counts differ by the tokenizer's ratio.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .config import VerifyConfig
+from .dag import Dag
+from .evidence import make_batches, node_items, render_excerpts
+from .prompting import fence, load_prompt
+from .records import Claim
+from .segment import SentenceIndex
+from .steps import EvidenceBatch, VerdictInput
+from .subclaims import format_subclaims
+from .tokens import estimate_tokens
+from .verdict import render_evidence
+
+DECOMPOSITION = "decomposition"
+EVIDENCE = "evidence_selection"
+VERDICT = "verdict"
+EXTRACTION = "claim_extraction"
+
+OUTPUT_TOKENS: dict[str, int] = {DECOMPOSITION: 40, EVIDENCE: 80, VERDICT: 120, EXTRACTION: 60}
+"""Assumed output tokens per call (JSON replies: ids and a short summary, or a verdict)."""
+
+SUMMARY_CHARS = 300
+"""Assumed length of the evidence summary of one non-root node in a verdict prompt."""
+
+EXTRACTION_CALLS_PER_SENTENCE = 3
+"""Claim extraction (when no claims are given): selection, disambiguation, decomposition."""
+
+_CONJUNCTIONS = re.compile(r"\band\b|;|\bbut\b|,\s*which\b|\bwhile\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class StepEstimate:
+    """Calls and tokens of one step."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def __add__(self, other: StepEstimate) -> StepEstimate:
+        return StepEstimate(
+            self.calls + other.calls,
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """Per-step figures of one claim (or a run) under one assumption."""
+
+    steps: dict[str, StepEstimate] = field(default_factory=dict)
+    iterations: int = 0
+    nodes_read: int = 0
+
+    @property
+    def calls(self) -> int:
+        """All model calls."""
+        return sum(s.calls for s in self.steps.values())
+
+    @property
+    def input_tokens(self) -> int:
+        """All input tokens."""
+        return sum(s.input_tokens for s in self.steps.values())
+
+    @property
+    def output_tokens(self) -> int:
+        """All output tokens."""
+        return sum(s.output_tokens for s in self.steps.values())
+
+    def __add__(self, other: Scenario) -> Scenario:
+        keys = dict.fromkeys([*self.steps, *other.steps])
+        return Scenario(
+            {
+                k: self.steps.get(k, StepEstimate()) + other.steps.get(k, StepEstimate())
+                for k in keys
+            },
+            self.iterations + other.iterations,
+            self.nodes_read + other.nodes_read,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimEstimate:
+    """The three scenarios for one claim."""
+
+    claim_id: str
+    lower: Scenario
+    estimate: Scenario
+    upper: Scenario
+
+
+@dataclass(frozen=True, slots=True)
+class RunEstimate:
+    """The estimate of a whole run; `dollars_*` are None when the model's price is unknown."""
+
+    claims: tuple[ClaimEstimate, ...]
+    extraction: StepEstimate
+    lower: Scenario
+    estimate: Scenario
+    upper: Scenario
+    dollars_lower: float | None
+    dollars_estimate: float | None
+    dollars_upper: float | None
+
+
+def _messages_tokens(messages: Sequence[object]) -> int:
+    return sum(estimate_tokens(getattr(m, "content", "")) for m in messages)
+
+
+class _Prompts:
+    """Token counts of the real templates, rendered once per shape."""
+
+    def __init__(self) -> None:
+        self.evidence = load_prompt("evidence")
+        self.verdict = load_prompt("verdict")
+        self.decompose = load_prompt("decompose")
+
+    def evidence_tokens(self, claim: Claim, subclaims: Sequence[str], batch: EvidenceBatch) -> int:
+        msgs = self.evidence.render(
+            excerpts=render_excerpts(batch),
+            claim=fence(claim.text, "claim"),
+            subclaims=fence(format_subclaims(subclaims), "sub-claims"),
+        )
+        return _messages_tokens(msgs)
+
+    def verdict_tokens(
+        self, claim: Claim, subclaims: Sequence[str], items: Sequence[VerdictInput]
+    ) -> int:
+        msgs = self.verdict.render(
+            evidence=render_evidence(items),
+            claim=fence(claim.text, "claim"),
+            subclaims=fence(format_subclaims(subclaims), "sub-claims"),
+        )
+        return _messages_tokens(msgs)
+
+    def decompose_tokens(self, text: str) -> int:
+        msgs = self.decompose.render(context_block="", statement=fence(text, "statement"))
+        return _messages_tokens(msgs)
+
+
+def decomposition_calls(text: str, max_calls: int) -> int:
+    """Estimated decomposition calls for a claim (see the module docstring)."""
+    parts = 1 + len(_CONJUNCTIONS.findall(text))
+    calls = 1 if parts == 1 else 1 + parts
+    return max(1, min(calls, max_calls)) if max_calls > 0 else 0
+
+
+def _simulate(
+    dag: Dag,
+    sentences: SentenceIndex,
+    claim: Claim,
+    config: VerifyConfig,
+    prompts: _Prompts,
+    *,
+    q_limited: bool,
+    max_iterations: int | None = None,
+) -> tuple[StepEstimate, StepEstimate, int, int]:
+    """Replay the loop with evidence in every node read; verdicts NFS (q_limited) or FS."""
+    subclaims = [claim.text]
+    checked: set[str] = set()
+    roots_with_ev: set[str] = set()
+    nodes_to_check = set(dag.sources(dag.terminal))
+    ev = StepEstimate()
+    vd = StepEstimate()
+    iterations = 0
+    consec = 0
+    k = config.samples
+    while True:
+        iterations += 1
+        carried = sorted(n for n in nodes_to_check if n in roots_with_ev)
+        to_read = sorted(
+            (n for n in nodes_to_check if n not in roots_with_ev), key=lambda n: (-dag.stage(n), n)
+        )
+        roots = [n for n in to_read if dag.is_root(n)]
+        nonroots = [n for n in to_read if not dag.is_root(n)]
+        batches = make_batches(
+            node_items(sentences, roots),
+            is_root=True,
+            max_sentences=config.evidence_sentences_root,
+            max_tokens=config.evidence_tokens_root,
+        ) + make_batches(
+            node_items(sentences, nonroots),
+            is_root=False,
+            max_sentences=config.evidence_sentences_nonroot,
+            max_tokens=config.evidence_tokens_nonroot,
+        )
+        for b in batches:
+            ev = ev + StepEstimate(
+                k, k * prompts.evidence_tokens(claim, subclaims, b), k * OUTPUT_TOKENS[EVIDENCE]
+            )
+        if to_read or carried:
+            items = [VerdictInput((n,), False, "x" * SUMMARY_CHARS) for n in nonroots]
+            items += [
+                VerdictInput((n,), True, dag.node(n).text) for n in sorted({*roots, *carried})
+            ]
+            vd = vd + StepEstimate(
+                k, k * prompts.verdict_tokens(claim, subclaims, items), k * OUTPUT_TOKENS[VERDICT]
+            )
+        checked |= set(to_read)
+        roots_with_ev |= set(roots)
+        consec = consec + 1 if q_limited else 0
+        candidates = {s for n in to_read for s in dag.sources(n)}
+        nodes_to_check = (candidates - checked) | roots_with_ev
+        if nodes_to_check and nodes_to_check == roots_with_ev:
+            break
+        if not nodes_to_check:
+            break
+        if q_limited and consec >= config.q:
+            break
+        if max_iterations is not None and iterations >= max_iterations:
+            break
+    return ev, vd, iterations, len(checked)
+
+
+def estimate_claim(
+    dag: Dag,
+    sentences: SentenceIndex,
+    claim: Claim,
+    config: VerifyConfig,
+    prompts: _Prompts | None = None,
+) -> ClaimEstimate:
+    """The three scenarios for one claim."""
+    p = prompts or _Prompts()
+    n_dec = decomposition_calls(claim.text, config.max_decomposition_calls)
+    dec_in = p.decompose_tokens(claim.text)
+    dec = StepEstimate(n_dec, n_dec * dec_in, n_dec * OUTPUT_TOKENS[DECOMPOSITION])
+    dec_low = (
+        StepEstimate(1, dec_in, OUTPUT_TOKENS[DECOMPOSITION])
+        if config.max_decomposition_calls
+        else StepEstimate()
+    )
+    dec_high_n = max(n_dec, config.max_decomposition_calls)
+    dec_high = StepEstimate(
+        dec_high_n, dec_high_n * dec_in, dec_high_n * OUTPUT_TOKENS[DECOMPOSITION]
+    )
+
+    ev1, _, _, read1 = _simulate(dag, sentences, claim, config, p, q_limited=True, max_iterations=1)
+    ev, vd, its, read = _simulate(dag, sentences, claim, config, p, q_limited=True)
+    ev_u, vd_u, its_u, read_u = _simulate(dag, sentences, claim, config, p, q_limited=False)
+    return ClaimEstimate(
+        claim.id,
+        lower=Scenario({DECOMPOSITION: dec_low, EVIDENCE: ev1, VERDICT: StepEstimate()}, 1, read1),
+        estimate=Scenario({DECOMPOSITION: dec, EVIDENCE: ev, VERDICT: vd}, its, read),
+        upper=Scenario({DECOMPOSITION: dec_high, EVIDENCE: ev_u, VERDICT: vd_u}, its_u, read_u),
+    )
+
+
+def estimate_run(
+    dag: Dag,
+    claims: Sequence[Claim] | None,
+    config: VerifyConfig,
+    *,
+    price: tuple[float, float] | None = None,
+    sentences: SentenceIndex | None = None,
+) -> RunEstimate:
+    """Estimate a run. `claims=None` means claims will be extracted from the terminal node:
+    then extraction calls are added and one claim per terminal sentence is assumed.
+
+    `price` is (USD per 1M input tokens, USD per 1M output tokens), None when unknown.
+    """
+    index = sentences or SentenceIndex(dag)
+    prompts = _Prompts()
+    extraction = StepEstimate()
+    if claims is None:
+        term_sents = index.sentences(dag.terminal)
+        n = len(term_sents) * EXTRACTION_CALLS_PER_SENTENCE
+        text_tokens = estimate_tokens(dag.node(dag.terminal).text)
+        # Each extraction prompt carries the sentence with a window of context (about 1/3 of
+        # a short output; capped at the whole output) plus ~300 tokens of instructions.
+        per_call = 300 + min(text_tokens, 3 * max(1, text_tokens // max(1, len(term_sents))))
+        extraction = StepEstimate(n, n * per_call, n * OUTPUT_TOKENS[EXTRACTION])
+        claims = [Claim(f"s{i}", s, (i,)) for i, s in enumerate(term_sents)]
+    per = tuple(estimate_claim(dag, index, c, config, prompts) for c in claims)
+    extra = Scenario({EXTRACTION: extraction}) if extraction.calls else Scenario()
+
+    def total(pick: str) -> Scenario:
+        out = extra
+        for ce in per:
+            out = out + getattr(ce, pick)
+        return out
+
+    lower, est, upper = total("lower"), total("estimate"), total("upper")
+
+    def dollars(s: Scenario) -> float | None:
+        if price is None:
+            return None
+        return (s.input_tokens * price[0] + s.output_tokens * price[1]) / 1_000_000
+
+    return RunEstimate(
+        per, extraction, lower, est, upper, dollars(lower), dollars(est), dollars(upper)
+    )
