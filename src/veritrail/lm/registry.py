@@ -30,8 +30,14 @@ ProviderFactory = Callable[..., Provider]
 _PROVIDERS: dict[str, str | ProviderFactory] = {
     "openai": "veritrail.lm.openai:OpenAIProvider",
     "local": "veritrail.lm.local:LocalProvider",
-    "fake": "veritrail.lm.fake:FakeProvider",
+    "fake": "veritrail.lm.registry:_fake",
 }
+
+
+def _fake(model: str, **options: Any) -> Provider:
+    from .fake import FakeProvider
+
+    return FakeProvider(model=model, **options)
 
 
 class ModelNameError(ValueError):
