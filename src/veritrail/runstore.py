@@ -17,6 +17,7 @@ it is what makes the re-run of a claim that was in flight at the kill cost no mo
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -90,10 +91,27 @@ def claims_from_json(items: Iterable[Mapping[str, Any]]) -> list[Claim]:
     return [Claim(d["id"], d["text"], tuple(d.get("sentence_indices", ()))) for d in items]
 
 
+@functools.cache
+def code_fingerprint() -> str:
+    """Hash of this installation's code and prompts (every .py and .md file of the package).
+
+    Part of the run fingerprint: a resumed run must be finished by the same code that started it,
+    or its report would not equal an uninterrupted run's. It also keeps a developer's edited code
+    from silently reusing results computed by the previous version.
+    """
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for f in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".md") and p.is_file()):
+        h.update(f.relative_to(root).as_posix().encode("utf-8") + b"\0")
+        h.update(f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
 def run_fingerprint(
     *, dag_sha256: str, claims: Sequence[Claim] | None, model: str, config: Mapping[str, Any]
 ) -> str:
-    """Hash identifying "the same run": same DAG bytes, claims, model and result-affecting config.
+    """Hash identifying "the same run": same DAG bytes, claims, model, result-affecting config
+    and code (`code_fingerprint`).
 
     `claims=None` means the claims are extracted from the DAG by the run itself (then the DAG and
     the config determine them). Secrets are removed before hashing so a key rotation does not
@@ -102,6 +120,7 @@ def run_fingerprint(
     doc = {
         "format": RUN_FORMAT,
         "version": RUN_VERSION,
+        "code": code_fingerprint(),
         "dag": dag_sha256,
         "claims": claims_to_json(claims) if claims is not None else None,
         "model": model,
