@@ -91,17 +91,42 @@ def claims_from_json(items: Iterable[Mapping[str, Any]]) -> list[Claim]:
     return [Claim(d["id"], d["text"], tuple(d.get("sentence_indices", ()))) for d in items]
 
 
+# The modules whose code decides what `veritrail verify` computes (the method, its inputs and the
+# model wrapper's parsing), plus every prompt template. Other detectors, CLI and display code are
+# left out so that editing them does not orphan runs.
+_VERIFY_CODE = (
+    "claims.py",
+    "config.py",
+    "dag.py",
+    "evidence.py",
+    "extraction.py",
+    "lm/jsonparse.py",
+    "lm/model.py",
+    "loop.py",
+    "oracle.py",
+    "prompting.py",
+    "records.py",
+    "segment.py",
+    "steps.py",
+    "subclaims.py",
+    "tokens.py",
+    "traceability.py",
+    "verdict.py",
+)
+
+
 @functools.cache
 def code_fingerprint() -> str:
-    """Hash of this installation's code and prompts (every .py and .md file of the package).
+    """Hash of the code that decides a run's results (`_VERIFY_CODE`) and the prompt templates.
 
     Part of the run fingerprint: a resumed run must be finished by the same code that started it,
     or its report would not equal an uninterrupted run's. It also keeps a developer's edited code
     from silently reusing results computed by the previous version.
     """
     root = Path(__file__).resolve().parent
+    files = [root / name for name in _VERIFY_CODE] + list((root / "prompts").glob("*.md"))
     h = hashlib.sha256()
-    for f in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".md") and p.is_file()):
+    for f in sorted(p for p in files if p.is_file()):
         h.update(f.relative_to(root).as_posix().encode("utf-8") + b"\0")
         h.update(f.read_bytes() + b"\0")
     return h.hexdigest()

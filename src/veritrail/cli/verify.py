@@ -206,9 +206,11 @@ def job_from_run_dir(
         if stored_html
         else None
     )
+    # The report names the DAG as the original command did, so a resumed report equals an
+    # uninterrupted one.
     return Job(
         load_dag(dag_path),
-        dag_path,
+        str(info.extra.get("dag_path_given") or dag_path),
         dag_sha,
         claims,
         info.claims_path,
@@ -260,6 +262,7 @@ async def _open_store(job: Job, model: Model | None) -> RunStore:
     extra = {
         "oracle_path": str(Path(job.oracle_path).resolve()) if job.oracle_path else None,
         "claims_given": job.claims is not None,
+        "dag_path_given": job.dag_path,
         "out_path": str(job.out_path.resolve()),
         "html_path": str(job.html_path.resolve()) if job.html_path else None,
     }

@@ -1,0 +1,221 @@
+"""Durable runs end to end: `veritrail verify` as a subprocess against the loopback fake OpenAI
+server, killed with SIGKILL mid-run, then finished by `veritrail resume` (or by re-running the
+same command). The final report must equal an uninterrupted run's (`report.comparable`), and the
+server's request log proves that no answered model call was made twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from veritrail.dag import Dag, save_dag
+from veritrail.report import comparable, load_report
+from veritrail.runstore import RESULTS_FILE, RUN_FILE
+from veritrail.testing.fake_openai_server import FakeOpenAIServer
+
+CONCURRENCY = 2
+LATENCY = 0.12
+
+
+def build_dag() -> Dag:
+    """Three stages, two summaries per merge: several iterations and prompts per claim."""
+    recs: list[dict[str, object]] = [
+        {"id": f"r{i}", "text": f"Chunk {i} says item {i} costs {i + 1} dollars. It was sold in town {i}."}
+        for i in range(8)
+    ]
+    recs += [
+        {"id": f"m{j}", "text": f"Summary {j}: items {2 * j} and {2 * j + 1} were sold.", "sources": [f"r{2 * j}", f"r{2 * j + 1}"]}
+        for j in range(4)
+    ]
+    recs.append(
+        {
+            "id": "t",
+            "text": "All items were sold. Item 3 costs 4 dollars. Item 9 was lost.",
+            "sources": ["m0", "m1", "m2", "m3"],
+        }
+    )
+    return Dag.from_records(recs)
+
+
+CLAIMS = [f"Item {i} costs {i + 1} dollars." for i in range(6)] + ["Item 9 was lost.", "Item 2 was sold in town 2."]
+
+
+def fenced(text: str, label: str) -> str:
+    m = re.search(rf"<<< {label}\n(.*?)\n>>> end {label}", text, re.S)
+    return m.group(1) if m else ""
+
+
+def responder(request: dict[str, Any]) -> str:
+    """A deterministic model: evidence = sentences naming the claim's item; verdict by content."""
+    msgs = request["messages"]
+    system, user = msgs[0]["content"], msgs[-1]["content"]
+    if system.startswith("You split factual"):
+        return json.dumps({"parts": [fenced(user, "statement")]})
+    claim = fenced(user, "claim")
+    item = re.search(r"Item (\d+)", claim)
+    key = f"item {item.group(1)}" if item else "\0"
+    if system.startswith("You find evidence"):
+        ids = [int(i) for i, s in re.findall(r"^\[(\d+)\] (.*)$", user, re.M) if key in s.lower() or f"items {key[5:]} " in s.lower()]
+        return json.dumps({"selected_ids": ids, "context_ids": [], "summary": f"Mentions {key}.", "missing": ""})
+    if system.startswith("You judge"):
+        verdict = "Not Fully Supported" if "lost" in claim else "Fully Supported"
+        return json.dumps({"reasoning": f"Judged {key}.", "verdict": verdict})
+    raise AssertionError(system[:60])
+
+
+def body_key(req: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(req, sort_keys=True).encode()).hexdigest()
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-c", "from veritrail.cli.main import main; main()", *args]
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> dict[str, Path]:
+    save_dag(build_dag(), tmp_path / "dag.json")
+    (tmp_path / "claims.json").write_text(json.dumps(CLAIMS))
+    return {"dag": tmp_path / "dag.json", "claims": tmp_path / "claims.json", "tmp": tmp_path}
+
+
+def verify_args(p: dict[str, Path], srv: FakeOpenAIServer, name: str) -> list[str]:
+    t = p["tmp"]
+    return cli(
+        "verify", str(p["dag"]), "--claims", str(p["claims"]),
+        "--model", "openai/fake-model", "--base-url", srv.base_url,
+        "--run-dir", str(t / f"run-{name}"), "--cache", str(t / f"cache-{name}.sqlite"),
+        "--out", str(t / f"report-{name}.json"), "--concurrency", str(CONCURRENCY),
+        "--max-parallel-claims", "2", "-q", "2",
+    )
+
+
+ENV = {**os.environ, "OPENAI_API_KEY": "sk-test", "VERITRAIL_PRICES": ""}
+
+
+def run_to_end(args: list[str]) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=300, env=ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def kill_mid_run(args: list[str], results: Path, *, min_done: int) -> int:
+    """Start the run, SIGKILL it once `min_done` claims are saved; returns claims saved by then."""
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline:
+            if results.exists() and results.read_text().count("\n") >= min_done:
+                break
+            assert proc.poll() is None, f"run ended before it could be killed: {proc.stderr.read()!r}"  # type: ignore[union-attr]
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    return results.read_text().count("\n")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["resume", "same-command"])
+def test_kill_then_resume_equals_uninterrupted_run(setup: dict[str, Path], how: str) -> None:
+    t = setup["tmp"]
+    with FakeOpenAIServer(responder=responder, latency=LATENCY) as srv:
+        run_to_end(verify_args(setup, srv, "ref"))
+        reference = load_report(t / "report-ref.json")
+        ref_requests = srv.requests
+        srv.reset_counters()
+
+        args = verify_args(setup, srv, "killed")
+        saved = kill_mid_run(args, t / "run-killed" / RESULTS_FILE, min_done=2)
+        assert 2 <= saved < len(CLAIMS)
+        run_json = json.loads((t / "run-killed" / RUN_FILE).read_text())
+        assert run_json["status"] == "running"  # killed: no chance to say otherwise
+        first_part = srv.requests
+        srv.reset_counters()
+
+        if how == "resume":
+            proc = run_to_end(cli("resume", str(t / "run-killed")))
+        else:
+            proc = run_to_end(args)
+        resumed_part = srv.requests
+
+    assert f"verifying {len(CLAIMS) - saved} claims ({saved} already finished" in proc.stderr
+    final = load_report(t / "report-killed.json")
+    assert comparable(final) == comparable(reference)
+    assert final["run"]["resumed_claims"] == saved
+
+    # Same work, nothing asked twice: every request of the killed + resumed runs is one the
+    # uninterrupted run made, and a request repeats only if it was still in flight at the kill
+    # (its reply never reached the cache); at most CONCURRENCY requests can be in flight.
+    ref_keys = Counter(body_key(r) for r in ref_requests)
+    got = Counter(body_key(r) for r in first_part + resumed_part)
+    assert set(got) == set(ref_keys)
+    repeats = sum(n - 1 for n in got.values() if n > 1)
+    assert repeats <= CONCURRENCY
+    assert len(first_part) + len(resumed_part) <= len(ref_requests) + CONCURRENCY
+    # The resumed part asked only for what was not answered before the kill.
+    assert not (Counter(body_key(r) for r in resumed_part) & Counter(body_key(r) for r in first_part[:-CONCURRENCY]))
+
+
+@pytest.mark.slow
+def test_second_run_of_a_finished_command_makes_no_request(setup: dict[str, Path]) -> None:
+    with FakeOpenAIServer(responder=responder) as srv:
+        run_to_end(verify_args(setup, srv, "a"))
+        first = load_report(setup["tmp"] / "report-a.json")
+        n = srv.count
+        again = run_to_end(verify_args(setup, srv, "a"))
+        assert srv.count == n
+    assert "verifying 0 claims (8 already finished" in again.stderr
+    assert comparable(load_report(setup["tmp"] / "report-a.json")) == comparable(first)
+
+
+def test_resume_rejects_changed_dag(setup: dict[str, Path]) -> None:
+    from click.testing import CliRunner
+
+    from veritrail.cli.main import cli as vt
+
+    t = setup["tmp"]
+    oracle = {"claims": [{"claim": c, "evidence": {"m0": [0]}, "verdicts": ["Fully Supported"]} for c in CLAIMS]}
+    (t / "oracle.json").write_text(json.dumps(oracle))
+    runner = CliRunner()
+    args = ["verify", str(setup["dag"]), "--claims", str(setup["claims"]), "--oracle", str(t / "oracle.json"),
+            "--run-dir", str(t / "run"), "--out", str(t / "r.json"), "--quiet"]
+    assert runner.invoke(vt, args).exit_code == 0
+    assert runner.invoke(vt, ["resume", str(t / "run"), "--quiet"]).exit_code == 0
+    setup["dag"].write_text(setup["dag"].read_text().replace("Chunk 0", "Chunk zero"))
+    got = runner.invoke(vt, ["resume", str(t / "run")])
+    assert got.exit_code == 2 and "changed since the run started" in got.output
+    got = runner.invoke(vt, args)  # same command, other DAG bytes: another run, same --run-dir
+    assert got.exit_code == 2 and "holds a different run" in got.output
+
+
+def test_interrupt_message_and_status(setup: dict[str, Path]) -> None:
+    """Ctrl-C (SIGINT) stops cleanly: status `interrupted`, finished claims kept, resume hint."""
+    t = setup["tmp"]
+    with FakeOpenAIServer(responder=responder, latency=0.3) as srv:
+        args = verify_args(setup, srv, "int")
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+        results = t / "run-int" / RESULTS_FILE
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (results.exists() and results.read_text().count("\n") >= 1):
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert f"Resume with:  veritrail resume {t / 'run-int'}" in err
+    assert "Traceback" not in err
+    doc = json.loads((t / "run-int" / RUN_FILE).read_text())
+    assert doc["status"] == "interrupted"
+    assert "sk-test" not in (t / "run-int" / RUN_FILE).read_text()
