@@ -201,6 +201,7 @@ def test_resume_rejects_changed_dag(setup: dict[str, Path]) -> None:
     assert got.exit_code == 2 and "holds a different run" in got.output
 
 
+@pytest.mark.slow
 def test_interrupt_message_and_status(setup: dict[str, Path]) -> None:
     """Ctrl-C (SIGINT) stops cleanly: status `interrupted`, finished claims kept, resume hint."""
     t = setup["tmp"]

@@ -454,6 +454,17 @@ def print_dry_run(job: Job) -> None:
         price = (p.input, p.output) if p is not None else None
     est = estimate_run(dag, todo, s.verify_config(), price=price)
     echo("")
+    echo("per claim (estimate / upper): iterations, nodes read, model calls")
+    shown = est.claims[:10]
+    for ce in shown:
+        e, u = ce.estimate, ce.upper
+        echo(
+            f"  {ce.claim_id:<12} iterations {e.iterations}/{u.iterations}  "
+            f"nodes {e.nodes_read}/{u.nodes_read}  calls {e.calls}/{u.calls}"
+        )
+    if len(est.claims) > len(shown):
+        echo(f"  ... and {len(est.claims) - len(shown)} more claims")
+    echo("")
     echo("estimate (see docs/running.md for the assumptions; lower / estimate / upper):")
     echo(f"  {'':<24}{'lower':>14}{'estimate':>14}{'upper':>14}")
     rows = [
