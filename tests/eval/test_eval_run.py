@@ -242,3 +242,27 @@ def test_method_specs() -> None:
     with pytest.raises(ValueError, match="unknown method"):
         build_method("nli", BuildContext(model=None, base_config=VerifyConfig()))
     assert {"veritrail", "oracle", "rag", "direct", "g2l"} <= set(known_methods())
+
+
+async def test_g2l_method_hook_runs_g2ldetect_per_claim() -> None:
+    tree = {"theme": "The claim", "branches": [{"name": "Part", "details": ["detail"]}]}
+
+    def reply(messages: Sequence[Message]) -> str:
+        text = "\n".join(m.content for m in messages)
+        if "Text to organise:" in text:
+            return json.dumps(tree)
+        # Supported exactly when the references mention the claim's title word "Arnold".
+        return json.dumps({"reason": "scripted", "supported": "Arnold" in text})
+
+    ds = _slice(2)
+    model = Model(FakeProvider(responder=reply))
+    g2l = build_method("g2l", BuildContext(model=model, base_config=VerifyConfig()))
+    run = await run_eval(ds, [g2l])
+    preds = run.predictions["G2LDetect"]
+    assert set(preds) == set(run.gold)
+    for item in ds.items:
+        p = preds[item.id]
+        roots_text = " ".join(n.text for n in ds.dag(item) if not n.sources)
+        expected = "Fully Supported" if "Arnold" in roots_text else "Not Fully Supported"
+        assert p.verdict is not None and p.verdict.value == expected
+        assert p.lm_calls >= 2 and p.error is None

@@ -31,6 +31,21 @@ def _fail(message: str, code: int = 2) -> NoReturn:
 @click.option(
     "--model", "model_name", default=None, help="provider/model used by every LM-based method."
 )
+@click.option(
+    "--cache",
+    "cache_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="LM response cache (SQLite file); re-runs cost nothing.",
+)
+@click.option(
+    "--prices",
+    "prices_path",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="JSON price table for $/claim.",
+)
+@click.option("--threads", type=int, default=None, help="CPU threads of the embedded local/ model.")
 @click.option("--limit", type=int, default=None, help="Use only the first N claims.")
 @click.option(
     "--sentences-per-chunk",
@@ -99,6 +114,9 @@ def eval_cmd(
     dataset: str,
     methods: tuple[str, ...],
     model_name: str | None,
+    cache_path: str | None,
+    prices_path: str | None,
+    threads: int | None,
     limit: int | None,
     sentences_per_chunk: int,
     default_q: int,
@@ -144,7 +162,10 @@ def eval_cmd(
     if model_name:
         from ..lm.registry import get_model
 
-        model = get_model(model_name)
+        try:
+            model = get_model(model_name, cache=cache_path, prices=prices_path, threads=threads)
+        except (ValueError, RuntimeError, OSError) as exc:
+            _fail(str(exc))
     specs = list(methods) or (
         ["veritrail:q=1", "veritrail:q=3", "rag:k=15", "direct"]
         if model is not None
