@@ -36,7 +36,9 @@ def para(tag: str, n: int) -> str:
 
 def build_dag() -> Dag:
     """Four stages, uneven fan-in, nodes large enough to be split across prompts."""
-    recs: list[dict[str, object]] = [{"id": f"r{i}", "text": para(f"source {i}", 4 + i % 5)} for i in range(10)]
+    recs: list[dict[str, object]] = [
+        {"id": f"r{i}", "text": para(f"source {i}", 4 + i % 5)} for i in range(10)
+    ]
     recs += [
         {"id": "m0", "text": para("merge 0", 6), "sources": ["r0", "r1", "r2"]},
         {"id": "m1", "text": para("merge 1", 3), "sources": ["r3", "r4"]},
@@ -44,7 +46,11 @@ def build_dag() -> Dag:
         {"id": "m3", "text": para("merge 3", 2), "sources": ["r9", "r2"]},
         {"id": "h0", "text": para("top 0", 5), "sources": ["m0", "m1"]},
         {"id": "h1", "text": para("top 1", 4), "sources": ["m2", "m3", "r4"]},
-        {"id": "t", "text": "Final summary. Source 1 is recorded. Source 7 was lost.", "sources": ["h0", "h1", "m3"]},
+        {
+            "id": "t",
+            "text": "Final summary. Source 1 is recorded. Source 7 was lost.",
+            "sources": ["h0", "h1", "m3"],
+        },
     ]
     return Dag.from_records(recs)
 
@@ -75,7 +81,9 @@ def responder(verdict: str, select: str = "all") -> object:
             if select == "merge":
                 ids = [int(i) for i in re.findall(r"^\[(\d+)\] .*merge", user, re.M)]
             summary = "The excerpts state the ledger facts in full detail. " * 5
-            return json.dumps({"selected_ids": ids, "context_ids": [], "summary": summary, "missing": ""})
+            return json.dumps(
+                {"selected_ids": ids, "context_ids": [], "summary": summary, "missing": ""}
+            )
         if system.startswith("You judge"):
             return json.dumps({"reasoning": "As instructed by the test.", "verdict": verdict})
         raise AssertionError(f"unexpected prompt: {system[:80]}")
@@ -83,19 +91,29 @@ def responder(verdict: str, select: str = "all") -> object:
     return reply
 
 
-async def actual_counts(dag: Dag, config: VerifyConfig, verdict: str, select: str = "all") -> dict[str, tuple[int, int]]:
+async def actual_counts(
+    dag: Dag, config: VerifyConfig, verdict: str, select: str = "all"
+) -> dict[str, tuple[int, int]]:
     provider = FakeProvider(responder=responder(verdict, select))  # type: ignore[arg-type]
     model = Model(provider, concurrency=4)
-    results = await verify_claims(dag, CLAIMS, lm_steps(model), config, sentences=SentenceIndex(dag), model=model)
+    results = await verify_claims(
+        dag, CLAIMS, lm_steps(model), config, sentences=SentenceIndex(dag), model=model
+    )
     assert all(r.error is None for r in results), [r.error for r in results]
     return {k: (v.lm_calls, v.input_tokens) for k, v in model.usage.per_step().items()}
 
 
 @pytest.mark.parametrize(
     ("verdict", "scenario", "q"),
-    [("Not Fully Supported", "estimate", 2), ("Not Fully Supported", "estimate", 3), ("Fully Supported", "upper", 2)],
+    [
+        ("Not Fully Supported", "estimate", 2),
+        ("Not Fully Supported", "estimate", 3),
+        ("Fully Supported", "upper", 2),
+    ],
 )
-async def test_estimate_matches_a_run_that_behaves_as_assumed(verdict: str, scenario: str, q: int) -> None:
+async def test_estimate_matches_a_run_that_behaves_as_assumed(
+    verdict: str, scenario: str, q: int
+) -> None:
     dag = build_dag()
     config = VerifyConfig(q=q, evidence_sentences_root=7, evidence_sentences_nonroot=5)
     est = estimate_run(dag, CLAIMS, config)
@@ -103,12 +121,17 @@ async def test_estimate_matches_a_run_that_behaves_as_assumed(verdict: str, scen
     s = getattr(est, scenario)
     for step in (EVIDENCE, VERDICT):
         assert got[step][0] == s.steps[step].calls, step
-        assert abs(got[step][1] - s.steps[step].input_tokens) <= TOKEN_TOLERANCE * got[step][1], step
+        assert abs(got[step][1] - s.steps[step].input_tokens) <= TOKEN_TOLERANCE * got[step][1], (
+            step
+        )
     # Decomposition: exact in the estimate scenario (the wording heuristic); the upper scenario
     # assumes the worst case (the call budget).
     if scenario == "estimate":
         assert got[DECOMPOSITION][0] == s.steps[DECOMPOSITION].calls == 1 + 3 + 1
-        assert abs(got[DECOMPOSITION][1] - s.steps[DECOMPOSITION].input_tokens) <= TOKEN_TOLERANCE * got[DECOMPOSITION][1]
+        assert (
+            abs(got[DECOMPOSITION][1] - s.steps[DECOMPOSITION].input_tokens)
+            <= TOKEN_TOLERANCE * got[DECOMPOSITION][1]
+        )
     assert est.lower.calls <= sum(c for c, _ in got.values()) <= est.upper.calls
 
 
@@ -150,9 +173,21 @@ def test_dry_run_cli_prints_estimate_and_calls_nothing(tmp_path: Path) -> None:
     got = CliRunner().invoke(
         cli,
         [
-            "verify", str(tmp_path / "dag.json"), "--claims", str(tmp_path / "claims.json"),
-            "--model", "openai/gpt-4o", "--base-url", "http://127.0.0.1:9/v1",  # nothing listens
-            "--dry-run", "-q", "2", "--evidence-sentences", "5", "--run-dir", str(tmp_path / "run"),
+            "verify",
+            str(tmp_path / "dag.json"),
+            "--claims",
+            str(tmp_path / "claims.json"),
+            "--model",
+            "openai/gpt-4o",
+            "--base-url",
+            "http://127.0.0.1:9/v1",  # nothing listens
+            "--dry-run",
+            "-q",
+            "2",
+            "--evidence-sentences",
+            "5",
+            "--run-dir",
+            str(tmp_path / "run"),
         ],
         env={"OPENAI_API_KEY": "sk-test-not-used"},
     )
@@ -163,7 +198,11 @@ def test_dry_run_cli_prints_estimate_and_calls_nothing(tmp_path: Path) -> None:
     assert "dry run: no model was called" in out
     assert "openai/gpt-4o" in out and "3 claims" in out
     row = next(line for line in out.splitlines() if line.strip().startswith("total calls"))
-    assert [int(x.replace(",", "")) for x in re.findall(r"[\d,]+", row)] == [est.lower.calls, est.estimate.calls, est.upper.calls]
+    assert [int(x.replace(",", "")) for x in re.findall(r"[\d,]+", row)] == [
+        est.lower.calls,
+        est.estimate.calls,
+        est.upper.calls,
+    ]
     assert "$" in out  # gpt-4o has a list price
     assert not (tmp_path / "run").exists()  # a dry run creates no run directory
     assert "sk-test-not-used" not in out

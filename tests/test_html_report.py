@@ -465,3 +465,28 @@ def test_screenshot_artifact(tmp_path: Path) -> None:
         env={**os.environ, "LANG": "en_US.UTF-8"},
     )
     assert shot.exists() and shot.stat().st_size > 20_000  # a blank page compresses to far less
+
+
+def test_verify_writes_html_beside_or_at_path(tmp_path: Path) -> None:
+    qs = ROOT / "examples" / "quickstart"
+    base = [
+        "verify",
+        str(qs / "dag.json"),
+        "--claims",
+        str(qs / "claims.json"),
+        "--oracle",
+        str(qs / "oracle.json"),
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--quiet",
+    ]
+    got = CliRunner().invoke(cli, [*base, "--out", str(tmp_path / "r.json"), "--html"])
+    assert got.exit_code == 0, got.output
+    assert got.output == ""  # --quiet
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert (tmp_path / "r.html").read_text(encoding="utf-8") == render_html(rep)
+    got = CliRunner().invoke(
+        cli, [*base, "--out", str(tmp_path / "s.json"), "--html", str(tmp_path / "x.html")]
+    )
+    assert got.exit_code == 0, got.output
+    assert (tmp_path / "x.html").exists() and not (tmp_path / "s.html").exists()

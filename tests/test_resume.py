@@ -32,11 +32,18 @@ LATENCY = 0.12
 def build_dag() -> Dag:
     """Three stages, two summaries per merge: several iterations and prompts per claim."""
     recs: list[dict[str, object]] = [
-        {"id": f"r{i}", "text": f"Chunk {i} says item {i} costs {i + 1} dollars. It was sold in town {i}."}
+        {
+            "id": f"r{i}",
+            "text": f"Chunk {i} says item {i} costs {i + 1} dollars. It was sold in town {i}.",
+        }
         for i in range(8)
     ]
     recs += [
-        {"id": f"m{j}", "text": f"Summary {j}: items {2 * j} and {2 * j + 1} were sold.", "sources": [f"r{2 * j}", f"r{2 * j + 1}"]}
+        {
+            "id": f"m{j}",
+            "text": f"Summary {j}: items {2 * j} and {2 * j + 1} were sold.",
+            "sources": [f"r{2 * j}", f"r{2 * j + 1}"],
+        }
         for j in range(4)
     ]
     recs.append(
@@ -49,7 +56,10 @@ def build_dag() -> Dag:
     return Dag.from_records(recs)
 
 
-CLAIMS = [f"Item {i} costs {i + 1} dollars." for i in range(6)] + ["Item 9 was lost.", "Item 2 was sold in town 2."]
+CLAIMS = [f"Item {i} costs {i + 1} dollars." for i in range(6)] + [
+    "Item 9 was lost.",
+    "Item 2 was sold in town 2.",
+]
 
 
 def fenced(text: str, label: str) -> str:
@@ -67,8 +77,14 @@ def responder(request: dict[str, Any]) -> str:
     item = re.search(r"Item (\d+)", claim)
     key = f"item {item.group(1)}" if item else "\0"
     if system.startswith("You find evidence"):
-        ids = [int(i) for i, s in re.findall(r"^\[(\d+)\] (.*)$", user, re.M) if key in s.lower() or f"items {key[5:]} " in s.lower()]
-        return json.dumps({"selected_ids": ids, "context_ids": [], "summary": f"Mentions {key}.", "missing": ""})
+        ids = [
+            int(i)
+            for i, s in re.findall(r"^\[(\d+)\] (.*)$", user, re.M)
+            if key in s.lower() or f"items {key[5:]} " in s.lower()
+        ]
+        return json.dumps(
+            {"selected_ids": ids, "context_ids": [], "summary": f"Mentions {key}.", "missing": ""}
+        )
     if system.startswith("You judge"):
         verdict = "Not Fully Supported" if "lost" in claim else "Fully Supported"
         return json.dumps({"reasoning": f"Judged {key}.", "verdict": verdict})
@@ -93,11 +109,26 @@ def setup(tmp_path: Path) -> dict[str, Path]:
 def verify_args(p: dict[str, Path], srv: FakeOpenAIServer, name: str) -> list[str]:
     t = p["tmp"]
     return cli(
-        "verify", str(p["dag"]), "--claims", str(p["claims"]),
-        "--model", "openai/fake-model", "--base-url", srv.base_url,
-        "--run-dir", str(t / f"run-{name}"), "--cache", str(t / f"cache-{name}.sqlite"),
-        "--out", str(t / f"report-{name}.json"), "--concurrency", str(CONCURRENCY),
-        "--max-parallel-claims", "2", "-q", "2",
+        "verify",
+        str(p["dag"]),
+        "--claims",
+        str(p["claims"]),
+        "--model",
+        "openai/fake-model",
+        "--base-url",
+        srv.base_url,
+        "--run-dir",
+        str(t / f"run-{name}"),
+        "--cache",
+        str(t / f"cache-{name}.sqlite"),
+        "--out",
+        str(t / f"report-{name}.json"),
+        "--concurrency",
+        str(CONCURRENCY),
+        "--max-parallel-claims",
+        "2",
+        "-q",
+        "2",
     )
 
 
@@ -118,7 +149,9 @@ def kill_mid_run(args: list[str], results: Path, *, min_done: int) -> int:
         while time.monotonic() < deadline:
             if results.exists() and results.read_text().count("\n") >= min_done:
                 break
-            assert proc.poll() is None, f"run ended before it could be killed: {proc.stderr.read()!r}"  # type: ignore[union-attr]
+            assert proc.poll() is None, (
+                f"run ended before it could be killed: {proc.stderr.read()!r}"
+            )  # type: ignore[union-attr]
             time.sleep(0.02)
         proc.send_signal(signal.SIGKILL)
     finally:
@@ -166,7 +199,10 @@ def test_kill_then_resume_equals_uninterrupted_run(setup: dict[str, Path], how: 
     assert repeats <= CONCURRENCY
     assert len(first_part) + len(resumed_part) <= len(ref_requests) + CONCURRENCY
     # The resumed part asked only for what was not answered before the kill.
-    assert not (Counter(body_key(r) for r in resumed_part) & Counter(body_key(r) for r in first_part[:-CONCURRENCY]))
+    assert not (
+        Counter(body_key(r) for r in resumed_part)
+        & Counter(body_key(r) for r in first_part[:-CONCURRENCY])
+    )
 
 
 @pytest.mark.slow
@@ -187,11 +223,26 @@ def test_resume_rejects_changed_dag(setup: dict[str, Path]) -> None:
     from veritrail.cli.main import cli as vt
 
     t = setup["tmp"]
-    oracle = {"claims": [{"claim": c, "evidence": {"m0": [0]}, "verdicts": ["Fully Supported"]} for c in CLAIMS]}
+    oracle = {
+        "claims": [
+            {"claim": c, "evidence": {"m0": [0]}, "verdicts": ["Fully Supported"]} for c in CLAIMS
+        ]
+    }
     (t / "oracle.json").write_text(json.dumps(oracle))
     runner = CliRunner()
-    args = ["verify", str(setup["dag"]), "--claims", str(setup["claims"]), "--oracle", str(t / "oracle.json"),
-            "--run-dir", str(t / "run"), "--out", str(t / "r.json"), "--quiet"]
+    args = [
+        "verify",
+        str(setup["dag"]),
+        "--claims",
+        str(setup["claims"]),
+        "--oracle",
+        str(t / "oracle.json"),
+        "--run-dir",
+        str(t / "run"),
+        "--out",
+        str(t / "r.json"),
+        "--quiet",
+    ]
     assert runner.invoke(vt, args).exit_code == 0
     assert runner.invoke(vt, ["resume", str(t / "run"), "--quiet"]).exit_code == 0
     setup["dag"].write_text(setup["dag"].read_text().replace("Chunk 0", "Chunk zero"))
@@ -207,10 +258,14 @@ def test_interrupt_message_and_status(setup: dict[str, Path]) -> None:
     t = setup["tmp"]
     with FakeOpenAIServer(responder=responder, latency=0.3) as srv:
         args = verify_args(setup, srv, "int")
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+        proc = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV
+        )
         results = t / "run-int" / RESULTS_FILE
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not (results.exists() and results.read_text().count("\n") >= 1):
+        while time.monotonic() < deadline and not (
+            results.exists() and results.read_text().count("\n") >= 1
+        ):
             time.sleep(0.02)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)

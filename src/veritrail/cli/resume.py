@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from .verify import execute, job_from_run_dir
+from .verify import HTML_BESIDE, execute, job_from_run_dir
 
 
 @click.command()
@@ -21,12 +21,18 @@ from .verify import execute, job_from_run_dir
     type=click.Path(dir_okay=False),
     help="The JSON report [default: where the run was told to write it].",
 )
-@click.option("--html", is_flag=True, help="Also write the HTML report beside the JSON (.html).")
-@click.option("--html-out", type=click.Path(dir_okay=False), default=None)
+@click.option(
+    "--html",
+    "html_opt",
+    is_flag=False,
+    flag_value=HTML_BESIDE,
+    default=None,
+    metavar="[FILE]",
+    help="Write the HTML report: to FILE, or beside the JSON when no FILE is given "
+    "[default: where the run was told to write it, if anywhere].",
+)
 @click.option("--quiet", is_flag=True, help="No progress and no summary.")
-def resume(
-    run_dir: str, out_path: str | None, html: bool, html_out: str | None, quiet: bool
-) -> None:
+def resume(run_dir: str, out_path: str | None, html_opt: str | None, quiet: bool) -> None:
     """Finish the run in RUN_DIR (same as re-running the `veritrail verify` command that made it)."""
-    job = job_from_run_dir(run_dir, out_path=out_path, html=html, html_out=html_out)
+    job = job_from_run_dir(run_dir, out_path=out_path, html=html_opt)
     execute(job, quiet=quiet)

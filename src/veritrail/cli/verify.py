@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
+HTML_BESIDE = "\0beside"
+"""The value of `--html` given without a file name."""
+
 _CACHE_OFF = ("0", "off", "false", "no", "none")
 
 
@@ -79,6 +82,13 @@ class Job:
     def result_config(self) -> dict[str, Any]:
         """Settings that change results (the fingerprint's config part)."""
         return result_config(self.settings, self.oracle_path)
+
+
+def html_target(html: str | None, out: Path) -> Path | None:
+    """Where `--html [FILE]` writes: FILE, beside the JSON report (no FILE given), or nowhere."""
+    if html is None:
+        return None
+    return out.with_suffix(".html") if html == HTML_BESIDE else Path(html)
 
 
 def result_config(settings: Settings, oracle_path: str | None) -> dict[str, Any]:
@@ -120,8 +130,7 @@ def prepare_job(
     settings: Settings,
     run_dir: str | None,
     out_path: str,
-    html: bool,
-    html_out: str | None,
+    html: str | None,
 ) -> Job:
     """Load and check the inputs of `veritrail verify` (exits with status 2 on bad input)."""
     dag = _load_dag(dag_path)
@@ -147,7 +156,7 @@ def prepare_job(
     )
     rdir = Path(run_dir) if run_dir else default_run_dir(settings.runs_dir, dag_path, fp)
     out = Path(out_path)
-    html_path = Path(html_out) if html_out else (out.with_suffix(".html") if html else None)
+    html_path = html_target(html, out)
     return Job(
         dag,
         dag_path,
@@ -164,9 +173,7 @@ def prepare_job(
     )
 
 
-def job_from_run_dir(
-    run_dir: str, *, out_path: str | None, html: bool, html_out: str | None
-) -> Job:
+def job_from_run_dir(run_dir: str, *, out_path: str | None, html: str | None) -> Job:
     """Rebuild the job of an existing run directory (for `veritrail resume`)."""
     try:
         store = RunStore.open(run_dir)
@@ -197,15 +204,7 @@ def job_from_run_dir(
         )
     out = Path(out_path or info.extra.get("out_path") or Path(run_dir) / "report.json")
     stored_html = info.extra.get("html_path")
-    html_path = (
-        Path(html_out)
-        if html_out
-        else out.with_suffix(".html")
-        if html
-        else Path(stored_html)
-        if stored_html
-        else None
-    )
+    html_path = html_target(html, out) or (Path(stored_html) if stored_html else None)
     # The report names the DAG as the original command did, so a resumed report equals an
     # uninterrupted one.
     return Job(
@@ -536,12 +535,14 @@ def _int_opt(*names: str, help: str) -> Callable[[_F], _F]:
     type=click.Path(dir_okay=False),
     help="The JSON report.",
 )
-@click.option("--html", is_flag=True, help="Also write the HTML report beside the JSON (.html).")
 @click.option(
-    "--html-out",
-    type=click.Path(dir_okay=False),
+    "--html",
+    "html_opt",
+    is_flag=False,
+    flag_value=HTML_BESIDE,
     default=None,
-    help="Write the HTML report to this path.",
+    metavar="[FILE]",
+    help="Also write the HTML report: to FILE, or beside the JSON (.html) when no FILE is given.",
 )
 @click.option(
     "--config",
@@ -587,8 +588,7 @@ def verify(
     claims_path: str | None,
     oracle_path: str | None,
     out_path: str,
-    html: bool,
-    html_out: str | None,
+    html_opt: str | None,
     config_path: str | None,
     dry_run: bool,
     run_dir: str | None,
@@ -613,8 +613,7 @@ def verify(
         settings=settings,
         run_dir=run_dir,
         out_path=out_path,
-        html=html,
-        html_out=html_out,
+        html=html_opt,
     )
     if dry_run:
         print_dry_run(job)
