@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "resume": "resume:resume",
     "cache": "cache:cache",
     "prompts": "prompts:prompts",
+    "sirg": "sirg:sirg",
 }
 
 

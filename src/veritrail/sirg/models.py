@@ -100,8 +100,36 @@ def load_model(spec: str) -> LoadedLM:
         tok = AutoTokenizer.from_pretrained(str(p))
         model: Any = AutoModelForCausalLM.from_pretrained(str(p))
         model.eval()
-        return LoadedLM(model=model, tokenizer=tok, name=p.name)
+        return LoadedLM(model=model, tokenizer=tok, name=model_name(spec))
     raise ModelNotAvailableError(f"unknown model spec {spec!r}: use smollm2, a .gguf file or a dir")
+
+
+def model_name(spec: str) -> str:
+    """The name ``load_model(spec)`` gives its model (known without loading it)."""
+    if spec in ("", "smollm2", "default"):
+        return "smollm2-135m-instruct"
+    p = Path(spec)
+    return p.stem if p.suffix == ".gguf" else p.name
+
+
+class LazyLM:
+    """A model loaded on first use: a run whose analyses are all cached never loads it."""
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+        self.name = model_name(spec)
+        self._lm: LoadedLM | None = None
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model has been loaded."""
+        return self._lm is not None
+
+    def get(self) -> LoadedLM:
+        """The model, loading it now if needed."""
+        if self._lm is None:
+            self._lm = load_model(self.spec)
+        return self._lm
 
 
 # --- tiny random models for tests -------------------------------------------------------------
