@@ -303,6 +303,13 @@ HARNESS = r"""
         hash: location.hash
       };
     });
+    // Trail-only drawing (the default for big DAGs): only the claim's nodes and the terminal.
+    vt.select('c2');
+    vt.setTrailOnly(true);
+    out.trailOnlyNodes = ids('svg.dag .node');
+    out.trailOnlyChecked = ids('svg.dag .node.checked');
+    vt.setTrailOnly(false);
+    out.allNodes = ids('svg.dag .node').length;
     // Node detail panel shows node text as text.
     document.querySelector('svg.dag .node[data-node-id="r3"]').dispatchEvent(new MouseEvent('click', {bubbles: true}));
     out.nodePreview = document.querySelector('#vt-node .preview').textContent;
@@ -423,6 +430,10 @@ def test_page_in_chromium(tmp_path: Path) -> None:
     assert got["trails"]["c2"]["errnode"] == ["s3"]
     assert got["trails"]["c5"]["errnode"] == ["t"]
     assert got["trails"]["c1"]["errnode"] == []
+    c2 = expected_trail(next(c for c in claims if c["id"] == "c2"), rep)
+    assert got["trailOnlyNodes"] == sorted([*c2["checked"], "t"])
+    assert got["trailOnlyChecked"] == c2["checked"]
+    assert got["allNodes"] == len(rep["dag"]["nodes_touched"])
     by_verdict = {c["id"]: c["verdict"] for c in claims}
     assert got["afterVerdictFilter"] == [
         k for k, v in by_verdict.items() if v != "Not Fully Supported"

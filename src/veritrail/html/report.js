@@ -54,7 +54,7 @@
   var claimById = {};
   claims.forEach(function (c) { claimById[c.id] = c; });
 
-  var state = { selected: null, verdicts: {}, stage: 'any', query: '', focusNode: null };
+  var state = { selected: null, verdicts: {}, stage: 'any', query: '', focusNode: null, trailOnly: false };
   VERDICTS.concat(['Error']).forEach(function (v) { state.verdicts[v] = true; });
 
   // ---- header and summary ----------------------------------------------------------------
@@ -283,6 +283,8 @@
 
   // ---- DAG -------------------------------------------------------------------------------
   var nodeEls = {}, edgeEls = [], bandEls = {};
+  var TRAIL_ONLY_DEFAULT_ABOVE = 300;  // nodes: past this, draw only the selected claim's trail
+
   function renderDag() {
     var aside = document.getElementById('vt-dag');
     aside.append(el('h2', { text: 'Generation DAG (nodes read by any claim)' }));
@@ -292,13 +294,39 @@
       legend.append(el('span', null, dot, p[1]));
     });
     aside.append(legend);
+    var cb = el('input', { type: 'checkbox', id: 'vt-trail-only' });
+    state.trailOnly = cb.checked = nodes.length > TRAIL_ONLY_DEFAULT_ABOVE;
+    cb.addEventListener('change', function () { state.trailOnly = cb.checked; redraw(); });
+    aside.append(el('label', { class: 'note' }, cb, ' draw only the selected claim\'s trail (' + nodes.length + ' nodes in all)'));
+    aside.append(el('div', { id: 'vt-dag-canvas', class: 'dag-scroll' }));
+    aside.append(el('div', { id: 'vt-node', class: 'box' }, el('span', { class: 'note', text: 'Select a claim to see its trail; click a node to read it.' })));
+    redraw();
+  }
+
+  // Draw the DAG (all touched nodes, or the selected claim's trail) and re-apply the highlight.
+  function redraw() {
+    var c = state.selected ? claimById[state.selected] : null;
+    var list = nodes;
+    if (state.trailOnly && c) {
+      var t = trailOf(c);
+      list = nodes.filter(function (n) { return t.checked[n.id] || n.id === dag.terminal; });
+    }
+    drawDag(list);
+    highlight(c);
+    if (state.focusNode && nodeEls[state.focusNode]) nodeEls[state.focusNode].classList.add('focus');
+  }
+
+  function drawDag(list) {
+    var canvas = document.getElementById('vt-dag-canvas');
+    canvas.textContent = '';
+    nodeEls = {}; edgeEls = []; bandEls = {};
     var stages = {};
-    nodes.forEach(function (n) { (stages[n.stage] = stages[n.stage] || []).push(n); });
+    list.forEach(function (n) { (stages[n.stage] = stages[n.stage] || []).push(n); });
     var stageKeys = Object.keys(stages).map(Number).sort(function (a, b) { return a - b; });
     var colW = 130, rowH = 24, padTop = 26, padLeft = 14;
     var tallest = 0;
     stageKeys.forEach(function (k) {
-      stages[k].sort(function (a, b) { return a.id < b.id ? -1 : a.id > b.id ? 1 : 0; });
+      stages[k].sort(function (a, b) { return a.id.localeCompare(b.id, 'en', { numeric: true }); });
       tallest = Math.max(tallest, stages[k].length);
     });
     var W = padLeft * 2 + stageKeys.length * colW, H = padTop + tallest * rowH + 10;
@@ -316,7 +344,7 @@
       col.forEach(function (n, ri) { pos[n.id] = { x: x0 + 14, y: padTop + offset + ri * rowH + rowH / 2 }; });
     });
     var edgeLayer = sv('g'), nodeLayer = sv('g');
-    nodes.forEach(function (n) {
+    list.forEach(function (n) {
       n.sources.forEach(function (s) {
         if (!pos[s]) return;
         var a = pos[s], b = pos[n.id];
@@ -327,7 +355,7 @@
         edgeLayer.append(p);
       });
     });
-    nodes.forEach(function (n) {
+    list.forEach(function (n) {
       var p = pos[n.id];
       var grp = sv('g', { class: 'node' + (n.id === dag.terminal ? ' terminal' : ''), 'data-node-id': n.id,
         transform: 'translate(' + p.x + ',' + p.y + ')' });
@@ -341,8 +369,7 @@
       nodeLayer.append(grp);
     });
     g.append(edgeLayer, nodeLayer);
-    aside.append(el('div', { class: 'dag-scroll' }, g));
-    aside.append(el('div', { id: 'vt-node', class: 'box' }, el('span', { class: 'note', text: 'Select a claim to see its trail; click a node to read it.' })));
+    canvas.append(g);
   }
 
   function trailOf(c) {
@@ -427,7 +454,7 @@
       var d = cards[k].querySelector('details');
       if (d && on) d.open = true;
     });
-    highlight(c);
+    if (state.trailOnly) redraw(); else highlight(c);
     try { history.replaceState(null, '', c ? '#claim=' + encodeURIComponent(id) : '#'); } catch (e) { /* file:// in some browsers */ }
     if (state.focusNode) showNode(state.focusNode);
     return !!c;
@@ -496,7 +523,8 @@
     },
     setStage: function (s) { state.stage = String(s); document.getElementById('vt-stage-filter').value = state.stage; return applyFilters(); },
     search: function (q) { state.query = q; document.getElementById('vt-search').value = q; return applyFilters(); },
-    showNode: showNode
+    showNode: showNode,
+    setTrailOnly: function (on) { state.trailOnly = !!on; document.getElementById('vt-trail-only').checked = !!on; redraw(); }
   };
   document.documentElement.setAttribute('data-vt-ready', '1');
 })();
