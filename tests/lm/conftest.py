@@ -7,17 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from veritrail.lm.capabilities import CapabilityStore
-from veritrail.lm.retry import RetryPolicy
 from veritrail.testing import FakeOpenAIServer
-
-FAST_RETRY = RetryPolicy(
-    max_attempts=4,
-    base_delay=0.01,
-    max_delay=0.05,
-    max_total_seconds=10.0,
-    rate_limit_min_delay=0.01,
-)
-"""Retries in milliseconds, so fault tests run fast."""
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lm_helpers import FAST_RETRY
 
-from conftest import FAST_RETRY
 from veritrail.lm.base import (
     FatalError,
     GenerateConfig,
