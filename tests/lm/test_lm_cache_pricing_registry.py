@@ -161,5 +161,7 @@ def test_registry_builds_each_provider(monkeypatch: pytest.MonkeyPatch, tmp_path
     def make(model: str, **_: object) -> FakeProvider:
         return FakeProvider(model="custom-" + model)
 
+    with pytest.raises(ModelNameError, match="base_url"):
+        get_provider("local/smollm2-135m", base_url="http://127.0.0.1:1/v1")
     register_provider("mine", make)
     assert get_provider("mine/m").model == "custom-m"

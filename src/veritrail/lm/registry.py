@@ -11,6 +11,7 @@ fresh install runs with no key; it is for trying the tool, not for real verdicts
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -92,7 +93,16 @@ def get_provider(name: str | None = None, **options: Any) -> Provider:
     """
     prefix, model = split_name(resolve_name(name))
     opts = {k: v for k, v in options.items() if v is not None}
-    return _factory(prefix)(model, **opts)
+    factory = _factory(prefix)
+    try:
+        inspect.signature(factory).bind(model, **opts)
+    except TypeError:
+        params = inspect.signature(factory).parameters
+        unknown = sorted(k for k in opts if k not in params)
+        raise ModelNameError(
+            f"{prefix}/ models do not take the option(s) {', '.join(unknown) or '?'}"
+        ) from None
+    return factory(model, **opts)
 
 
 def get_model(
