@@ -266,3 +266,12 @@ async def test_g2l_method_hook_runs_g2ldetect_per_claim() -> None:
         expected = "Fully Supported" if "Arnold" in roots_text else "Not Fully Supported"
         assert p.verdict is not None and p.verdict.value == expected
         assert p.lm_calls >= 2 and p.error is None
+
+
+def test_cli_terminal_table_on_fables_slice(tmp_path: Path) -> None:
+    fables = DATA / "fables" / "FABLES.json"
+    res = CliRunner().invoke(cli, ["eval", f"fables:{fables}", "--limit", "30", "--bootstrap", "20", "--no-plots"])
+    assert res.exit_code == 0, res.output
+    assert "veritrail eval — fables" in res.output
+    assert "Oracle (gold) q=3" in res.output and "Macro F1" in res.output
+    assert "30 claims" in res.output

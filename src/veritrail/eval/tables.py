@@ -131,9 +131,24 @@ def render_terminal(summary: EvalSummary) -> Any:
     for row in rows:
         t.add_row(*row)
     parts: list[Any] = [t, *(Text(n, style="dim") for n in _notes(summary))]
-    parts += [
-        Text(line) for line in _stage_markdown(summary) if line and not line.startswith("| ---")
-    ]
+    staged = [r for r in summary.rows if r.stage_rates or r.true_positives_with_stage]
+    if staged:
+        st = Table(
+            title="Error stages of true positives (share naming each stage, bootstrap 95% CI)"
+        )
+        st.add_column("Method")
+        st.add_column("TP with stage", justify="right")
+        st.add_column("Rates")
+        for r in staged:
+            st.add_row(r.method, str(r.true_positives_with_stage), _fmt_rates(r.stage_rates))
+        if len(staged) > 1 and summary.pooled_stages:
+            n_tp = sum(r.true_positives_with_stage for r in staged)
+            st.add_row("pooled", str(n_tp), _fmt_rates(summary.pooled_stages))
+        parts.append(st)
+        for p in summary.stage_pairs:
+            js = "–" if p.jensen_shannon is None else f"{p.jensen_shannon:.3f}"
+            sp = "–" if p.spearman is None else f"{p.spearman:.2f}"
+            parts.append(Text(f"{p.a} vs {p.b}: Jensen–Shannon divergence {js}, Spearman {sp}"))
     return Group(*parts)
 
 
