@@ -72,7 +72,8 @@ def plot_precision_recall(
     ax.set_ylim(0, 105)
     n = len(summary.exclusion.kept)
     ax.set_title(f"{summary.dataset}: precision / recall per class ({n} claims)")
-    ax.legend(ncols=2, fontsize="small")
+    # Below the axes: bars reach 100% and a legend inside would hide them.
+    ax.legend(ncols=4, fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.3))
     fig.tight_layout()
     try:
         return _save(fig, Path(stem), formats)
@@ -110,7 +111,7 @@ def plot_error_stages(
     ax.set_ylabel("share of true positives")
     ax.set_ylim(0, 1.05)
     ax.set_title(f"{summary.dataset}: error stages of true positives (95% CI)")
-    ax.legend(fontsize="small")
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.12))
     fig.tight_layout()
     try:
         return _save(fig, Path(stem), formats)
