@@ -9,7 +9,9 @@ finishes the rest. See docs/running.md.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -289,6 +291,16 @@ async def _open_store(job: Job, model: Model | None) -> RunStore:
     )
 
 
+def _cancel_on_sigterm() -> None:
+    """Treat SIGTERM like Ctrl-C: cancel the run so finally-blocks and the resume hint run."""
+    task = asyncio.current_task()
+    if task is None:
+        return
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        # Not available on Windows event loops, nor outside the main thread.
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+
+
 async def run_job(job: Job, progress: ProgressReporter, state: _RunState) -> dict[str, Any]:
     """Run (or finish) the job and return the report."""
     from ..loop import verify_claims
@@ -301,6 +313,7 @@ async def run_job(job: Job, progress: ProgressReporter, state: _RunState) -> dic
     model = None if job.oracle_path else _build_model(job)
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.perf_counter()
+    _cancel_on_sigterm()
     try:
         if model is not None:
             model.on_call = progress.call
@@ -355,6 +368,27 @@ async def run_job(job: Job, progress: ProgressReporter, state: _RunState) -> dic
             await model.aclose()
 
 
+PARTIAL_REPORT = "partial-report.json"
+
+
+def _write_partial_report(job: Job, store: RunStore) -> Path | None:
+    """The report of the claims finished so far, in the run directory (for a look meanwhile)."""
+    results = store.results_in_order()
+    if not results:
+        return None
+    report = build_report(
+        results,
+        job.dag,
+        model=job.model_name,
+        config=dataclasses.asdict(job.settings.verify_config()),
+        run={"partial": True, "claims_total": len(store.claims)},
+        dag_path=job.dag_path,
+    )
+    path = job.run_dir / PARTIAL_REPORT
+    write_report(report, path)
+    return path
+
+
 def execute(job: Job, *, quiet: bool) -> None:
     """Run the job with progress, write the outputs, print the summary; handle Ctrl-C."""
     from ..progress import make_progress, print_summary
@@ -371,14 +405,18 @@ def execute(job: Job, *, quiet: bool) -> None:
         click.echo(f"run directory: {job.run_dir}", err=True)
     try:
         report = asyncio.run(run_job(job, progress, state))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        # Ctrl-C (asyncio.run cancels the run and re-raises KeyboardInterrupt) or SIGTERM (our
+        # handler cancels the main task). Finished claims are already durable in the store.
         store = state.store
         if store is not None:
             store.set_status(Status.INTERRUPTED)
             done, total = len(store.done), len(store.claims)
+            partial = _write_partial_report(job, store)
             click.echo(
-                f"\ninterrupted: {done} of {total} claims are finished and saved in {job.run_dir}.\n"
-                f"Resume with:  veritrail resume {job.run_dir}\n"
+                f"\ninterrupted: {done} of {total} claims are finished and saved in {job.run_dir}"
+                + (f" (partial report: {partial})" if partial else "")
+                + f".\nResume with:  veritrail resume {job.run_dir}\n"
                 "(or run the same command again; finished claims and cached model calls are reused)",
                 err=True,
             )
