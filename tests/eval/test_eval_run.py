@@ -16,8 +16,9 @@ from sklearn.metrics import f1_score, roc_auc_score
 from veritrail.cli.main import cli
 from veritrail.config import VerifyConfig
 from veritrail.eval.baselines import BuildContext, MethodSpec, build_method, known_methods
-from veritrail.eval.datasets import EvalDataset, wice_items
+from veritrail.eval.datasets import EvalDataset, load_dataset, wice_items
 from veritrail.eval.embeddings import HashingEmbedder, top_k
+from veritrail.eval.plots import plot_error_stages
 from veritrail.eval.runner import run_eval, summarize
 from veritrail.eval.tables import render_markdown, summary_to_json
 from veritrail.lm.base import Message
@@ -48,15 +49,17 @@ def lexical_responder(messages: Sequence[Message]) -> str:
         return json.dumps({"parts": [blocks["statement"]]})
     claim = _words(blocks["claim"])
     if system.startswith("You find evidence"):
-        ids = []
+        ids, texts = [], []
         for label, body in blocks.items():
             if not label.startswith("excerpt"):
                 continue
             for m in re.finditer(r"^\[(\d+)\] (.*)$", body, re.M):
                 if len(claim & _words(m.group(2))) >= 3:
                     ids.append(int(m.group(1)))
+                    texts.append(m.group(2))
+        summary = " ".join(texts)  # the summary restates the selected sentences
         return json.dumps(
-            {"selected_ids": ids, "context_ids": [], "summary": "overlap", "missing": ""}
+            {"selected_ids": ids, "context_ids": [], "summary": summary, "missing": ""}
         )
     evidence = set().union(*(_words(b) for k, b in blocks.items() if k.startswith("item")))
     share = len(claim & evidence) / max(1, len(claim))
@@ -270,8 +273,75 @@ async def test_g2l_method_hook_runs_g2ldetect_per_claim() -> None:
 
 def test_cli_terminal_table_on_fables_slice(tmp_path: Path) -> None:
     fables = DATA / "fables" / "FABLES.json"
-    res = CliRunner().invoke(cli, ["eval", f"fables:{fables}", "--limit", "30", "--bootstrap", "20", "--no-plots"])
+    res = CliRunner().invoke(
+        cli, ["eval", f"fables:{fables}", "--limit", "30", "--bootstrap", "20", "--no-plots"]
+    )
     assert res.exit_code == 0, res.output
     assert "veritrail eval — fables" in res.output
     assert "Oracle (gold) q=3" in res.output and "Macro F1" in res.output
     assert "30 claims" in res.output
+
+
+async def test_error_stages_on_a_multi_step_dag(tmp_path: Path) -> None:
+    """Hierarchical summaries where stage 2 invents a fact: the loop localises it, and the
+    stage analysis compares q=1 with q=3."""
+    nodes = [
+        {
+            "id": "r1",
+            "text": "Alice founded Acme in 1990. Acme makes anvils for farmers.",
+            "sources": [],
+        },
+        {"id": "r2", "text": "Bob joined Acme in 2001 as an engineer.", "sources": []},
+        {
+            "id": "s1",
+            "text": "Alice founded Acme in 1990. Acme sells rockets worldwide.",
+            "sources": ["r1"],
+        },
+        {"id": "s2", "text": "Bob joined Acme in 2001 as an engineer.", "sources": ["r2"]},
+        {
+            "id": "t",
+            "text": "Alice founded Acme in 1990. Acme sells rockets worldwide. Bob joined Acme in 2001.",
+            "sources": ["s1", "s2"],
+        },
+    ]
+    fs, nfs = "Fully Supported", "Not Fully Supported"
+    claims = [
+        {
+            "id": "c1",
+            "text": "Alice founded Acme in 1990.",
+            "label": fs,
+            "gold_evidence": [[{"node": "r1", "sentences": [0]}]],
+        },
+        {"id": "c2", "text": "Acme sells rockets worldwide.", "label": nfs},
+        {
+            "id": "c3",
+            "text": "Bob joined Acme in 2001.",
+            "label": fs,
+            "gold_evidence": [[{"node": "r2", "sentences": [0]}]],
+        },
+        {"id": "c4", "text": "Carol leads Acme since 2020.", "label": nfs},
+    ]
+    path = tmp_path / "ds.jsonl"
+    path.write_text(json.dumps({"id": "book", "dag": {"nodes": nodes}, "claims": claims}) + "\n")
+    ds = load_dataset(path)
+    model = Model(FakeProvider(responder=lexical_responder))
+    ctx = BuildContext(model=model, base_config=VerifyConfig())
+    run = await run_eval(
+        ds, [build_method("veritrail:q=1", ctx), build_method("veritrail:q=3", ctx)]
+    )
+    for name in run.methods:
+        preds = run.predictions[name]
+        got = {k: p.verdict.value for k, p in preds.items() if p.verdict}
+        assert got == {k: g.label.value for k, g in run.gold.items()}
+        assert preds["book/c2"].error_stages == (2,)  # s1 introduced the rockets
+        assert preds["book/c4"].error_stages == (3,)  # never supported: the terminal's stage
+        assert preds["book/c1"].evidence == frozenset({("r1", 0)})
+    summary = summarize(run, bootstrap=100)
+    for row in summary.rows:
+        assert row.hard.macro_f1 == 1.0 and row.evidence_recall == 1.0
+        assert [(r.stage, r.rate) for r in row.stage_rates] == [(2, 0.5), (3, 0.5)]
+    (pair,) = summary.stage_pairs
+    assert pair.jensen_shannon == pytest.approx(0.0)
+    assert [(r.stage, r.rate) for r in summary.pooled_stages] == [(2, 0.5), (3, 0.5)]
+    files = plot_error_stages(summary, tmp_path / "stages", formats=("svg",))
+    assert files and "stage 3" in files[0].read_text()
