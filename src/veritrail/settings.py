@@ -58,6 +58,8 @@ class Settings:
     max_parallel_claims: int | None = None
     cache: str | None = None
     """Model cache file (model layer default when None)."""
+    prices: str | None = None
+    """JSON price file (USD per 1M tokens) over the built-in table; see docs/models.md."""
     prompt_dir: str | None = None
     """Directory of prompt overrides (see `veritrail prompts export`)."""
     q: int = 3

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import signal
 import sys
 import time
@@ -99,6 +100,12 @@ def result_config(settings: Settings, oracle_path: str | None) -> dict[str, Any]
     out = {k: d[k] for k in RESULT_SETTINGS if k in d}
     if oracle_path is not None:
         out["oracle_sha256"] = file_sha256(oracle_path)
+    if settings.prompt_dir:
+        # Prompt overrides change results as much as the packaged templates do.
+        h = hashlib.sha256()
+        for f in sorted(Path(settings.prompt_dir).glob("*.md")):
+            h.update(f.name.encode("utf-8") + b"\0" + f.read_bytes() + b"\0")
+        out["prompt_dir_sha256"] = h.hexdigest()
     return out
 
 
@@ -242,7 +249,13 @@ def _build_model(job: Job) -> Model:
     cache: str | bool = True
     if s.cache is not None:
         cache = False if s.cache.strip().lower() in _CACHE_OFF else s.cache
-    return get_model(job.model_name, cache=cache, concurrency=s.concurrency, base_url=s.base_url)
+    return get_model(
+        job.model_name,
+        cache=cache,
+        concurrency=s.concurrency,
+        base_url=s.base_url,
+        prices=s.prices,
+    )
 
 
 def _steps(job: Job, model: Model | None) -> Steps:
@@ -487,8 +500,16 @@ def print_dry_run(job: Job) -> None:
         from ..lm.registry import split_name
 
         prov, mdl = split_name(job.model_name)
-        p = PriceTable.from_env().lookup(prov, mdl)
+        try:
+            table = PriceTable.from_file(s.prices) if s.prices else PriceTable()
+        except (OSError, ValueError) as exc:
+            fail(f"price file {s.prices}: {exc}")
+        p = table.lookup(prov, mdl)
         price = (p.input, p.output) if p is not None else None
+    if s.prompt_dir:
+        from ..prompting import set_prompt_dir
+
+        set_prompt_dir(s.prompt_dir)
     est = estimate_run(dag, todo, s.verify_config(), price=price)
     echo("")
     echo("per claim (estimate / upper): iterations, nodes read, model calls")
@@ -606,6 +627,7 @@ def _int_opt(*names: str, help: str) -> Callable[[_F], _F]:
 @_int_opt("--max-parallel-claims", help="Claims verified at once [default: all].")
 @click.option("--cache", default=None, help="Model cache file, or 'off' [default: the user cache].")
 @click.option("--prompt-dir", default=None, help="Directory of prompt overrides.")
+@click.option("--prices", default=None, help="JSON price file over the built-in price table.")
 @_int_opt(
     "--evidence-sentences", help="Sentences per evidence prompt (root and non-root) [default: 40]."
 )
