@@ -284,3 +284,54 @@ def test_interrupt_message_and_status(setup: dict[str, Path], sig: signal.Signal
     assert len(partial["claims"]) == saved >= 1 and partial["run"]["partial"] is True
     assert f"{saved} of {len(CLAIMS)} claims are finished" in err
     assert "sk-test" not in (t / "run-int" / RUN_FILE).read_text()
+
+
+def extracting_responder(request: dict[str, Any]) -> str:
+    """`responder` plus the two claim-extraction stages (every sentence is kept as it is)."""
+    fmt = (request.get("response_format") or {}).get("json_schema") or {}
+    user = (request.get("messages") or [{}])[-1].get("content", "")
+    if fmt.get("name") == "claim_selection":
+        sentence = fenced(user, "target sentence")
+        return json.dumps(
+            {"has_verifiable_content": True, "verifiable_text": sentence, "reason": ""}
+        )
+    if fmt.get("name") == "claim_disambiguation":
+        return json.dumps({"status": "clear", "text": fenced(user, "checkable part"), "reason": ""})
+    return responder(request)
+
+
+@pytest.mark.slow
+def test_extracted_claims_are_kept_in_the_run_directory(setup: dict[str, Path]) -> None:
+    t = setup["tmp"]
+    with FakeOpenAIServer(responder=extracting_responder) as srv:
+        args = [
+            a for a in verify_args(setup, srv, "x") if a not in ("--claims", str(setup["claims"]))
+        ]
+        run_to_end(args)
+        claims = json.loads((t / "run-x" / "claims.json").read_text())
+        assert [c["text"] for c in claims] == [
+            "All items were sold.",
+            "Item 3 costs 4 dollars.",
+            "Item 9 was lost.",
+        ]
+        assert [c["sentence_indices"] for c in claims] == [[0], [1], [2]]
+        n = srv.count
+        assert (
+            sum(
+                1
+                for r in srv.requests
+                if (r.get("response_format") or {}).get("json_schema", {}).get("name")
+                == "claim_selection"
+            )
+            == 3
+        )
+        again = run_to_end(args)
+        assert srv.count == n  # neither extraction nor verification asked again
+    assert "verifying 0 claims (3 already finished" in again.stderr
+    assert "calls 0 (cache 0)" in again.stderr  # claims.json reused: no extraction call at all
+    report = load_report(t / "report-x.json")
+    assert [c["verdict"] for c in report["claims"]] == [
+        "Not Fully Supported",
+        "Fully Supported",
+        "Not Fully Supported",
+    ]
