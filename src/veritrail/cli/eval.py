@@ -135,7 +135,7 @@ def eval_cmd(
     """Run detectors on DATASET and print a results table (rows = methods, columns = metrics).
 
     DATASET is a file in our format (.json/.jsonl), a WiCE claim file, FABLES.json, a FABLES+ /
-    DiverseSumm+ style directory, or one of those prefixed with wice:, fables:, layout:.
+    DiverseSumm+ style directory, or one of those prefixed with wice:, fables:, layout:, veritrail:.
     """
     from ..eval.baselines import BuildContext, build_method
     from ..eval.datasets import DatasetError, open_dataset

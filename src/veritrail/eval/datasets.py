@@ -491,7 +491,7 @@ def fables_items(
                 label = FABLES_LABELS.get(c["label"])
                 if label is None:
                     continue
-                own: list[str] = []
+                own: dict[str, int] = {}  # quote id -> its number of sentences
                 for q in c.get("evidence", []):
                     qt = q.strip()
                     if not qt:
@@ -499,11 +499,10 @@ def fables_items(
                     if qt not in quote_ids:
                         quote_ids[qt] = f"quote-{len(quote_ids)}"
                         roots.append({"id": quote_ids[qt], "text": qt, "sources": []})
-                    own.append(quote_ids[qt])
+                    # A text with no sentence break is still one sentence (as SentenceIndex does).
+                    own[quote_ids[qt]] = max(1, len(split_sentences(qt)))
                 gold: frozenset[SentenceKey] = frozenset(
-                    (nid, s)
-                    for nid in dict.fromkeys(own)
-                    for s in range(max(1, len(split_sentences(_root_text(roots, nid)))))
+                    (nid, s) for nid, n in own.items() for s in range(n)
                 )
                 claims.append(
                     GoldClaim(
@@ -538,11 +537,6 @@ def fables_items(
                 )
             )
     return items
-
-
-def _root_text(roots: list[dict[str, Any]], nid: str) -> str:
-    # Quote ids are assigned in order, so the index is the number in the id.
-    return str(roots[int(nid.rsplit("-", 1)[1])]["text"])
 
 
 # -- FABLES+ / DiverseSumm+ layout --------------------------------------------------------------
@@ -630,7 +624,8 @@ def open_dataset(
 ) -> EvalDataset:
     """Open a dataset by path: our format, a WiCE claim file, FABLES.json, or a layout directory.
 
-    ``wice:PATH`` / ``fables:PATH`` / ``layout:DIR`` force a converter; otherwise it is guessed
+    ``wice:PATH`` / ``fables:PATH`` / ``layout:DIR`` / ``veritrail:PATH`` (our format) force a
+    reader; otherwise it is guessed
     from the file name and content.
     """
     kind, _, rest = spec.partition(":")
