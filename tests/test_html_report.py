@@ -334,19 +334,26 @@ HARNESS = r"""
     document.querySelectorAll('#vt-stage-chart rect.bar').forEach(function (r) { out.barHeights[r.getAttribute('data-stage')] = Number(r.getAttribute('height')); });
     out.tiles = Array.prototype.map.call(document.querySelectorAll('.tile'), function (t) { return t.textContent; });
     out.cardText = document.querySelector('.card[data-claim-id="c5"] .claim-text').textContent;
+    // An evidence chip selects its claim and focuses its node (after the click, asynchronously).
+    document.querySelector('.card[data-claim-id="c1"] .iter[data-iteration="2"] .ev .nid.link').click();
   } catch (e) {
     out.exception = String(e && e.stack || e);
   }
-  // Evidence of injected markup running (checked last, after every render path ran).
-  out.title = document.title;
-  out.pwned = typeof window.__pwned === 'undefined' ? null : window.__pwned;
-  out.scripts = document.querySelectorAll('script').length;
-  out.imgs = document.querySelectorAll('img').length;
-  out.resources = performance.getEntriesByType('resource').length;
-  var pre = document.createElement('pre');
-  pre.id = 'vt-test-results';
-  pre.textContent = JSON.stringify(out);
-  document.body.append(pre);
+  setTimeout(function () {
+    out.chipSelected = ids('.card.selected');
+    out.chipFocus = ids('svg.dag .node.focus');
+    out.chipPanel = (document.querySelector('#vt-node .nid') || {}).textContent;
+    // Evidence of injected markup running (checked last, after every render path ran).
+    out.title = document.title;
+    out.pwned = typeof window.__pwned === 'undefined' ? null : window.__pwned;
+    out.scripts = document.querySelectorAll('script').length;
+    out.imgs = document.querySelectorAll('img').length;
+    out.resources = performance.getEntriesByType('resource').length;
+    var pre = document.createElement('pre');
+    pre.id = 'vt-test-results';
+    pre.textContent = JSON.stringify(out);
+    document.body.append(pre);
+  }, 30);
 })();
 </script>
 """
@@ -443,6 +450,7 @@ def test_page_in_chromium(tmp_path: Path) -> None:
     assert got["afterStageFilter"] == ["c2"]
     assert got["afterSearch"] == ["c1"]  # "London" is only in c1's evidence
     assert got["extraKeys"] == ["g2l"]
+    assert got["chipSelected"] == ["c1"] and got["chipFocus"] == ["r1"] and got["chipPanel"] == "r1"
     assert got["barHeights"]["2"] > 0 and got["barHeights"]["3"] > 0 and got["barHeights"]["1"] == 0
     assert any("Not Fully Supported" in t and t.startswith("2") for t in got["tiles"])
     # Hostile markup was shown as text and never ran.

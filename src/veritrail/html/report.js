@@ -65,8 +65,10 @@
       el('span', { text: fmtInt(claims.length) + ' claims' }),
       el('span', { text: 'DAG ' + (dag.path || '(in memory)') + ', ' + fmtInt(dag.nodes) + ' nodes, ' + (dag.max_stage || '?') + ' stages' }),
       DATA.config && DATA.config.q != null ? el('span', { text: 'q = ' + DATA.config.q }) : null,
-      DATA.run && DATA.run.finished ? el('span', { text: 'finished ' + DATA.run.finished }) : null);
+      DATA.run && DATA.run.finished ? el('span', { text: 'finished ' + DATA.run.finished }) : null,
+      DATA.run && DATA.run.partial ? el('span', { class: 'partial', text: 'PARTIAL: ' + claims.length + ' of ' + DATA.run.claims_total + ' claims finished' }) : null);
     h.append(el('h1', { text: 'VeriTrail report' }), meta);
+    ((DATA.run && DATA.run.notes) || []).forEach(function (n) { h.append(el('div', { class: 'note run-note', text: String(n) })); });
   }
 
   function renderSummary() {
@@ -237,7 +239,9 @@
     if (it.evidence.length) {
       var ul = el('ul', { class: 'ev' });
       it.evidence.forEach(function (e) {
-        ul.append(el('li', null, el('span', { class: 'nid', text: e.node_id + ' #' + e.sentence_index }), el('q', { text: e.text })));
+        var chip = el('span', { class: 'nid link', title: 'show node ' + e.node_id + ' in the DAG', text: e.node_id + ' #' + e.sentence_index });
+        chip.addEventListener('click', function () { focusNode(e.node_id); });
+        ul.append(el('li', null, chip, el('q', { text: e.text })));
       });
       b.append(ul);
     }
@@ -420,6 +424,16 @@
     sentenceEls.forEach(function (sp, i) {
       sp.classList.toggle('hl', !!(c && (c.sentence_indices || []).indexOf(i) >= 0));
     });
+  }
+
+  // Show a node's details and bring it into view in the DAG panel (after the click selected the
+  // claim, so a trail-only drawing already contains it).
+  function focusNode(id) {
+    setTimeout(function () {
+      showNode(id);
+      var g = nodeEls[id];
+      if (g && g.scrollIntoView) g.scrollIntoView({ block: 'center', inline: 'nearest' });
+    }, 0);
   }
 
   function showNode(id) {
