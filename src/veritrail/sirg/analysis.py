@@ -15,7 +15,6 @@ classifier training and baselines never need the LM again; ``cache.AnalysisCache
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -236,8 +235,3 @@ def coarse_features(analysis: Analysis) -> np.ndarray:
         return np.zeros(10)
     f = np.asarray(feats)
     return np.concatenate([f.mean(axis=0), f.max(axis=0)])
-
-
-def response_spans(analysis: Analysis) -> Sequence[TokenizedFragment]:
-    """The response fragments of an analysis."""
-    return [n for n in analysis.nodes if n.fragment.kind is FragmentKind.RESPONSE]

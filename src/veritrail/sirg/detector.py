@@ -114,7 +114,8 @@ def line_labels(response: str, labels: Sequence[int], analysis: Analysis) -> dic
     lines = [ln for ln in response.split("\n") if ln.strip()]
     if len(lines) != len(labels):
         raise ValueError(f"{len(labels)} line labels for {len(lines)} non-empty response lines")
-    # Line index of each character of the response.
+    # Start offset of each non-empty line; a fragment belongs to the last line starting at or
+    # before it (fragments never cross a line break).
     starts: list[int] = []
     pos = 0
     for raw in response.split("\n"):
