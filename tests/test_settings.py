@@ -109,3 +109,37 @@ def test_specific_evidence_limits_win_over_the_shared_one(tmp_path: Path) -> Non
 def test_settings_carry_no_secret_fields() -> None:
     names = " ".join(Settings().to_dict())
     assert "key" not in names and "secret" not in names and "password" not in names
+
+
+def test_verify_cli_applies_the_layers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through `veritrail verify --dry-run`: each setting shows its value and the layer it came from."""
+    from click.testing import CliRunner
+
+    from veritrail.cli.main import cli
+
+    dag = tmp_path / "dag.json"
+    dag.write_text(
+        '{"nodes": [{"id": "r", "text": "A fact."}, {"id": "t", "text": "A claim.", "sources": ["r"]}]}'
+    )
+    (tmp_path / "claims.json").write_text('["A claim."]')
+    (tmp_path / "veritrail.toml").write_text(
+        'model = "openai/gpt-4o-mini"\nq = 1\nsamples = 3\n[verify]\nthreshold = 2\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    env = {"VERITRAIL_Q": "2", "VERITRAIL_SAMPLES": "5", "VERITRAIL_MODEL": ""}
+    args = ["verify", "dag.json", "--claims", "claims.json", "--dry-run", "--samples", "4"]
+    got = CliRunner().invoke(cli, args, env=env)
+    assert got.exit_code == 0, got.output
+    rows = {
+        parts[0]: (parts[1], parts[2])
+        for line in got.output.splitlines()
+        if len(parts := line.split()) == 3 and line.startswith("  ")
+    }
+    assert rows["q"] == ("2", "env")
+    assert rows["samples"] == ("4", "flag")
+    assert rows["threshold"] == ("2", "file")
+    assert rows["model"] == ("'openai/gpt-4o-mini'", "file")  # an empty variable is unset
+    assert rows["verdict_sentences"] == ("200", "default")
+    (tmp_path / "bad.toml").write_text("q = 0.5\n")
+    got = CliRunner().invoke(cli, [*args, "--config", "bad.toml"], env=env)
+    assert got.exit_code == 2 and "bad.toml: q = 0.5" in got.output

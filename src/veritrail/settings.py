@@ -144,7 +144,7 @@ def _coerce(name: str, value: Any, origin: str) -> Any:
         )
     if isinstance(value, str) and origin.startswith("environment"):
         v = value.strip()
-        if v.lower() in ("", "none", "null") and "None" in str(_HINTS[name]):
+        if v.lower() in ("none", "null") and "None" in str(_HINTS[name]):
             return None
         value = v
     try:
@@ -180,7 +180,8 @@ def read_env(env: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in SETTING_NAMES:
         key = ENV_PREFIX + name.upper()
-        if key in env:
+        # An empty variable counts as unset (`VERITRAIL_MODEL= cmd`); "none" clears a value.
+        if env.get(key, "").strip():
             out[name] = _coerce(name, env[key], f"environment {key}")
     return out
 
