@@ -335,3 +335,17 @@ def test_extracted_claims_are_kept_in_the_run_directory(setup: dict[str, Path]) 
         "Fully Supported",
         "Not Fully Supported",
     ]
+
+
+def test_bad_oracle_fails_before_a_run_directory_exists(setup: dict[str, Path]) -> None:
+    from click.testing import CliRunner
+
+    from veritrail.cli.main import cli as vt
+
+    t = setup["tmp"]
+    (t / "oracle.json").write_text('{"claims": "not a list"}')
+    args = ["verify", str(setup["dag"]), "--claims", str(setup["claims"]), "--oracle", str(t / "oracle.json"),
+            "--run-dir", str(t / "run")]  # fmt: skip
+    got = CliRunner().invoke(vt, args)
+    assert got.exit_code == 2 and "error:" in got.output
+    assert not (t / "run").exists()

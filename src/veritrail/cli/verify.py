@@ -25,6 +25,7 @@ import click
 
 from ..claims import ClaimsFileError, load_claims
 from ..dag import Dag, DagValidationError, load_dag
+from ..lm.base import ProviderError
 from ..records import Claim, ClaimResult
 from ..report import build_report, write_report
 from ..runstore import (
@@ -330,10 +331,10 @@ async def run_job(job: Job, progress: ProgressReporter, state: _RunState) -> dic
     try:
         if model is not None:
             model.on_call = progress.call
+        steps = _steps(job, model)  # reads the oracle file: fail before touching the run dir
         store = await _open_store(job, model)
         state.store = store
         store.set_status(Status.RUNNING)
-        steps = _steps(job, model)
         resumed = len(store.done)
         progress.start(len(store.claims), resumed=resumed, done=store.results_in_order())
         ticker = asyncio.create_task(progress.ticker())
@@ -438,6 +439,10 @@ def execute(job: Job, *, quiet: bool) -> None:
         sys.exit(130)
     except RunStoreError as exc:
         fail(str(exc))
+    except ProviderError as exc:
+        # Claim-level failures are recorded per claim; this is one outside any claim (claim
+        # extraction): nothing can go on without it.
+        fail(f"model call failed: {type(exc).__name__}: {exc}", 1)
     write_report(report, job.out_path)
     if job.html_path is not None:
         from ..html import write_html
