@@ -140,31 +140,45 @@ def _messages_tokens(messages: Sequence[object]) -> int:
     return sum(estimate_tokens(getattr(m, "content", "")) for m in messages)
 
 
+_PLACEHOLDER = ""
+"""Claim text the traversal's prompts are rendered with; each claim adds its own length."""
+
+
 class _Prompts:
-    """Token counts of the real templates, rendered once per shape."""
+    """Token counts of the real templates. Prompts are rendered once per batch with an empty
+    claim; a claim's own text is added per call (`claim_delta`), since it appears verbatim."""
 
     def __init__(self) -> None:
         self.evidence = load_prompt("evidence")
         self.verdict = load_prompt("verdict")
         self.decompose = load_prompt("decompose")
 
-    def evidence_tokens(self, claim: Claim, subclaims: Sequence[str], batch: EvidenceBatch) -> int:
+    @staticmethod
+    def _claim_vars(text: str) -> dict[str, str]:
+        return {
+            "claim": fence(text, "claim"),
+            "subclaims": fence(format_subclaims([text]), "sub-claims"),
+        }
+
+    def evidence_tokens(self, batch: EvidenceBatch) -> int:
         msgs = self.evidence.render(
-            excerpts=render_excerpts(batch),
-            claim=fence(claim.text, "claim"),
-            subclaims=fence(format_subclaims(subclaims), "sub-claims"),
+            excerpts=render_excerpts(batch), **self._claim_vars(_PLACEHOLDER)
         )
         return _messages_tokens(msgs)
 
-    def verdict_tokens(
-        self, claim: Claim, subclaims: Sequence[str], items: Sequence[VerdictInput]
-    ) -> int:
+    def verdict_tokens(self, items: Sequence[VerdictInput]) -> int:
         msgs = self.verdict.render(
-            evidence=render_evidence(items),
-            claim=fence(claim.text, "claim"),
-            subclaims=fence(format_subclaims(subclaims), "sub-claims"),
+            evidence=render_evidence(items), **self._claim_vars(_PLACEHOLDER)
         )
         return _messages_tokens(msgs)
+
+    def claim_delta(self, text: str) -> int:
+        """Tokens a claim adds to an evidence or verdict prompt (it appears as claim and as its
+        own single sub-claim)."""
+        chars = sum(len(v) for v in self._claim_vars(text).values()) - sum(
+            len(v) for v in self._claim_vars(_PLACEHOLDER).values()
+        )
+        return estimate_tokens("x" * chars)
 
     def decompose_tokens(self, text: str) -> int:
         msgs = self.decompose.render(context_block="", statement=fence(text, "statement"))
@@ -178,28 +192,36 @@ def decomposition_calls(text: str, max_calls: int) -> int:
     return max(1, min(calls, max_calls)) if max_calls > 0 else 0
 
 
-def _simulate(
+@dataclass(frozen=True, slots=True)
+class _Round:
+    """One simulated iteration: prompts and their claim-independent input tokens."""
+
+    evidence_calls: int
+    evidence_tokens: int
+    verdict_calls: int
+    verdict_tokens: int
+    nodes_read: int
+
+
+def _traverse(
     dag: Dag,
     sentences: SentenceIndex,
-    claim: Claim,
     config: VerifyConfig,
     prompts: _Prompts,
     *,
     q_limited: bool,
-    max_iterations: int | None = None,
-) -> tuple[StepEstimate, StepEstimate, int, int]:
-    """Replay the loop with evidence in every node read; verdicts NFS (q_limited) or FS."""
-    subclaims = [claim.text]
+) -> list[_Round]:
+    """Replay the loop with evidence in every node read; verdicts NFS (q_limited) or FS.
+
+    The claim does not change which nodes are read under these assumptions, so this runs once
+    per run and scenario; claims only add their own text to each prompt.
+    """
     checked: set[str] = set()
     roots_with_ev: set[str] = set()
     nodes_to_check = set(dag.sources(dag.terminal))
-    ev = StepEstimate()
-    vd = StepEstimate()
-    iterations = 0
+    rounds: list[_Round] = []
     consec = 0
-    k = config.samples
     while True:
-        iterations += 1
         carried = sorted(n for n in nodes_to_check if n in roots_with_ev)
         to_read = sorted(
             (n for n in nodes_to_check if n not in roots_with_ev), key=lambda n: (-dag.stage(n), n)
@@ -217,19 +239,23 @@ def _simulate(
             max_sentences=config.evidence_sentences_nonroot,
             max_tokens=config.evidence_tokens_nonroot,
         )
-        for b in batches:
-            ev = ev + StepEstimate(
-                k, k * prompts.evidence_tokens(claim, subclaims, b), k * OUTPUT_TOKENS[EVIDENCE]
-            )
+        v_calls, v_tokens = 0, 0
         if to_read or carried:
             items = [VerdictInput((n,), False, "x" * SUMMARY_CHARS) for n in nonroots]
             items += [
                 VerdictInput((n,), True, dag.node(n).text) for n in sorted({*roots, *carried})
             ]
-            vd = vd + StepEstimate(
-                k, k * prompts.verdict_tokens(claim, subclaims, items), k * OUTPUT_TOKENS[VERDICT]
-            )
+            v_calls, v_tokens = 1, prompts.verdict_tokens(items)
         checked |= set(to_read)
+        rounds.append(
+            _Round(
+                len(batches),
+                sum(prompts.evidence_tokens(b) for b in batches),
+                v_calls,
+                v_tokens,
+                len(checked),
+            )
+        )
         roots_with_ev |= set(roots)
         consec = consec + 1 if q_limited else 0
         candidates = {s for n in to_read for s in dag.sources(n)}
@@ -240,9 +266,44 @@ def _simulate(
             break
         if q_limited and consec >= config.q:
             break
-        if max_iterations is not None and iterations >= max_iterations:
-            break
-    return ev, vd, iterations, len(checked)
+    return rounds
+
+
+def _scenario_steps(
+    rounds: Sequence[_Round], delta: int, samples: int, *, verdicts: bool = True
+) -> tuple[StepEstimate, StepEstimate]:
+    """Evidence and verdict figures of `rounds` for a claim adding `delta` tokens per prompt."""
+    k = samples
+    ev_calls = sum(r.evidence_calls for r in rounds)
+    ev = StepEstimate(
+        k * ev_calls,
+        k * (sum(r.evidence_tokens for r in rounds) + ev_calls * delta),
+        k * ev_calls * OUTPUT_TOKENS[EVIDENCE],
+    )
+    if not verdicts:
+        return ev, StepEstimate()
+    v_calls = sum(r.verdict_calls for r in rounds)
+    vd = StepEstimate(
+        k * v_calls,
+        k * (sum(r.verdict_tokens for r in rounds) + v_calls * delta),
+        k * v_calls * OUTPUT_TOKENS[VERDICT],
+    )
+    return ev, vd
+
+
+@dataclass(frozen=True, slots=True)
+class _Traversals:
+    widening: list[_Round]
+    full: list[_Round]
+
+
+def _traversals(
+    dag: Dag, sentences: SentenceIndex, config: VerifyConfig, prompts: _Prompts
+) -> _Traversals:
+    return _Traversals(
+        _traverse(dag, sentences, config, prompts, q_limited=True),
+        _traverse(dag, sentences, config, prompts, q_limited=False),
+    )
 
 
 def estimate_claim(
@@ -251,9 +312,11 @@ def estimate_claim(
     claim: Claim,
     config: VerifyConfig,
     prompts: _Prompts | None = None,
+    traversals: _Traversals | None = None,
 ) -> ClaimEstimate:
     """The three scenarios for one claim."""
     p = prompts or _Prompts()
+    tr = traversals or _traversals(dag, sentences, config, p)
     n_dec = decomposition_calls(claim.text, config.max_decomposition_calls)
     dec_in = p.decompose_tokens(claim.text)
     dec = StepEstimate(n_dec, n_dec * dec_in, n_dec * OUTPUT_TOKENS[DECOMPOSITION])
@@ -266,15 +329,28 @@ def estimate_claim(
     dec_high = StepEstimate(
         dec_high_n, dec_high_n * dec_in, dec_high_n * OUTPUT_TOKENS[DECOMPOSITION]
     )
-
-    ev1, _, _, read1 = _simulate(dag, sentences, claim, config, p, q_limited=True, max_iterations=1)
-    ev, vd, its, read = _simulate(dag, sentences, claim, config, p, q_limited=True)
-    ev_u, vd_u, its_u, read_u = _simulate(dag, sentences, claim, config, p, q_limited=False)
+    delta = p.claim_delta(claim.text)
+    k = config.samples
+    ev1, _ = _scenario_steps(tr.widening[:1], delta, k, verdicts=False)
+    ev, vd = _scenario_steps(tr.widening, delta, k)
+    ev_u, vd_u = _scenario_steps(tr.full, delta, k)
     return ClaimEstimate(
         claim.id,
-        lower=Scenario({DECOMPOSITION: dec_low, EVIDENCE: ev1, VERDICT: StepEstimate()}, 1, read1),
-        estimate=Scenario({DECOMPOSITION: dec, EVIDENCE: ev, VERDICT: vd}, its, read),
-        upper=Scenario({DECOMPOSITION: dec_high, EVIDENCE: ev_u, VERDICT: vd_u}, its_u, read_u),
+        lower=Scenario(
+            {DECOMPOSITION: dec_low, EVIDENCE: ev1, VERDICT: StepEstimate()},
+            1,
+            tr.widening[0].nodes_read,
+        ),
+        estimate=Scenario(
+            {DECOMPOSITION: dec, EVIDENCE: ev, VERDICT: vd},
+            len(tr.widening),
+            tr.widening[-1].nodes_read,
+        ),
+        upper=Scenario(
+            {DECOMPOSITION: dec_high, EVIDENCE: ev_u, VERDICT: vd_u},
+            len(tr.full),
+            tr.full[-1].nodes_read,
+        ),
     )
 
 
@@ -303,7 +379,8 @@ def estimate_run(
         per_call = 300 + min(text_tokens, 3 * max(1, text_tokens // max(1, len(term_sents))))
         extraction = StepEstimate(n, n * per_call, n * OUTPUT_TOKENS[EXTRACTION])
         claims = [Claim(f"s{i}", s, (i,)) for i, s in enumerate(term_sents)]
-    per = tuple(estimate_claim(dag, index, c, config, prompts) for c in claims)
+    traversals = _traversals(dag, index, config, prompts)
+    per = tuple(estimate_claim(dag, index, c, config, prompts, traversals) for c in claims)
     extra = Scenario({EXTRACTION: extraction}) if extraction.calls else Scenario()
 
     def total(pick: str) -> Scenario:
