@@ -328,6 +328,12 @@ HARNESS = r"""
     q.value = 'LONDON'; q.dispatchEvent(new Event('input'));
     out.afterSearch = visible();
     q.value = ''; q.dispatchEvent(new Event('input'));
+    var sent = document.querySelector('#vt-terminal .sent[data-sentence="2"]');
+    sent.click();
+    out.afterSentence = visible();
+    out.sentenceCount = document.getElementById('vt-count').textContent;
+    sent.click();
+    out.afterSentenceOff = visible().length;
     out.extras = ids('#vt-extras section').length;
     out.extraKeys = Array.prototype.map.call(document.querySelectorAll('#vt-extras section'), function (s) { return s.getAttribute('data-extra'); });
     out.barHeights = {};
@@ -449,6 +455,9 @@ def test_page_in_chromium(tmp_path: Path) -> None:
     assert got["afterVerdictBack"] == list(by_verdict)
     assert got["afterStageFilter"] == ["c2"]
     assert got["afterSearch"] == ["c1"]  # "London" is only in c1's evidence
+    assert got["afterSentence"] == ["c2"]  # the claim extracted from output sentence 2
+    assert got["sentenceCount"] == "showing 1 of 5 claims (from output sentence 2)"
+    assert got["afterSentenceOff"] == len(claims)
     assert got["extraKeys"] == ["g2l"]
     assert got["chipSelected"] == ["c1"] and got["chipFocus"] == ["r1"] and got["chipPanel"] == "r1"
     assert got["barHeights"]["2"] > 0 and got["barHeights"]["3"] > 0 and got["barHeights"]["1"] == 0

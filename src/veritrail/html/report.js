@@ -54,7 +54,7 @@
   var claimById = {};
   claims.forEach(function (c) { claimById[c.id] = c; });
 
-  var state = { selected: null, verdicts: {}, stage: 'any', query: '', focusNode: null, trailOnly: false };
+  var state = { selected: null, verdicts: {}, stage: 'any', query: '', focusNode: null, trailOnly: false, sentence: null };
   VERDICTS.concat(['Error']).forEach(function (v) { state.verdicts[v] = true; });
 
   // ---- header and summary ----------------------------------------------------------------
@@ -144,7 +144,12 @@
     sec.append(el('h2', { text: 'Final output (node ' + dag.terminal + ')' }));
     var box = el('div', { class: 'text', id: 'vt-terminal-text' });
     sents.forEach(function (t, i) {
-      var sp = el('span', { class: 'sent', 'data-sentence': i, title: 'sentence ' + i, text: t });
+      var sp = el('span', { class: 'sent', 'data-sentence': i, title: 'sentence ' + i + ': click to show the claims from it', text: t });
+      sp.addEventListener('click', function () {
+        state.sentence = state.sentence === i ? null : i;
+        sentenceEls.forEach(function (x, j) { x.classList.toggle('active', j === state.sentence); });
+        applyFilters();
+      });
       sentenceEls.push(sp);
       box.append(sp, ' ');
     });
@@ -270,6 +275,7 @@
     if (!state.verdicts[vlabel(c.verdict)]) return false;
     if (state.stage === 'none' && c.error_stage_status !== 'not_identifiable') return false;
     if (state.stage !== 'any' && state.stage !== 'none' && (c.error_stages || []).indexOf(Number(state.stage)) < 0) return false;
+    if (state.sentence != null && (c.sentence_indices || []).indexOf(state.sentence) < 0) return false;
     var q = state.query.trim().toLowerCase();
     return !q || searchText(c).indexOf(q) >= 0;
   }
@@ -281,7 +287,8 @@
       cards[c.id].hidden = !ok;
       if (ok) shown++;
     });
-    document.getElementById('vt-count').textContent = 'showing ' + shown + ' of ' + claims.length + ' claims';
+    document.getElementById('vt-count').textContent = 'showing ' + shown + ' of ' + claims.length + ' claims' +
+      (state.sentence != null ? ' (from output sentence ' + state.sentence + ')' : '');
     return shown;
   }
 
