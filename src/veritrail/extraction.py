@@ -99,13 +99,16 @@ class ExtractionConfig:
     `context_before` / `context_after` are the numbers of neighbouring sentences shown with each
     sentence (to every stage). `similarity_threshold` is the `difflib` ratio used by
     `near_duplicates` (1.0 = merge only claims equal after normalisation). `max_parallel` bounds
-    how many sentences are in flight at once.
+    how many sentences are in flight at once. `max_tokens` caps the selection and
+    disambiguation replies (they are one short JSON object; the cap stops a weak model that
+    rambles from running for minutes).
     """
 
     context_before: int = DEFAULT_CONTEXT_BEFORE
     context_after: int = DEFAULT_CONTEXT_AFTER
     similarity_threshold: float = DEFAULT_SIMILARITY
     max_parallel: int | None = 16
+    max_tokens: int | None = 512
 
     def __post_init__(self) -> None:
         if self.context_before < 0 or self.context_after < 0:
@@ -264,7 +267,7 @@ async def _process_sentence(
     sel = await model.generate_json(
         load_prompt("claim_selection").render(**common),
         schema=SELECTION_SCHEMA,
-        config=GenerateConfig(schema_name=SELECTION_STEP),
+        config=GenerateConfig(schema_name=SELECTION_STEP, max_tokens=cfg.max_tokens),
         step=SELECTION_STEP,
         validate=_read_selection,
     )
@@ -285,7 +288,7 @@ async def _process_sentence(
             **common, selected=fence(selected, "checkable part")
         ),
         schema=DISAMBIGUATION_SCHEMA,
-        config=GenerateConfig(schema_name=DISAMBIGUATION_STEP),
+        config=GenerateConfig(schema_name=DISAMBIGUATION_STEP, max_tokens=cfg.max_tokens),
         step=DISAMBIGUATION_STEP,
         validate=_read_disambiguation,
     )

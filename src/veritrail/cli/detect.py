@@ -21,6 +21,7 @@ from ..detectors.g2l import (
     g2l_report,
     references_from_dag,
 )
+from .extract import model_options, open_model
 
 METHODS = ("g2l",)
 
@@ -64,9 +65,7 @@ def _read(path: str) -> str:
     type=click.Path(exists=True, dir_okay=False),
     help="Check a DAG's terminal node against its root nodes (instead of --text/--refs).",
 )
-@click.option(
-    "--model", "model_name", default=None, help="provider/model (default: the default model)."
-)
+@model_options
 @click.option(
     "--out",
     "out_path",
@@ -95,6 +94,9 @@ def detect(
     refs: tuple[str, ...],
     dag_path: str | None,
     model_name: str | None,
+    base_url: str | None,
+    cache: str | None,
+    threads: int | None,
     out_path: str,
     reference_tokens: int,
     max_depth: int,
@@ -130,10 +132,7 @@ def detect(
         cfg = G2LConfig(reference_tokens=reference_tokens, max_depth=max_depth, max_nodes=max_nodes)
     except ValueError as exc:
         _fail(str(exc))
-
-    from ..lm.registry import get_model
-
-    model = get_model(model_name)
+    model = open_model(model_name, base_url=base_url, cache=cache, threads=threads)
 
     async def go() -> G2LResult:
         try:

@@ -26,11 +26,61 @@ from ..extraction import (
 from ..extraction import (
     extract as run_extraction,
 )
+from ..lm.model import Model
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
+
+
+_CACHE_OFF = ("off", "none", "no", "false", "0")
+
+
+def model_options(f: Any) -> Any:
+    """The model flags shared by `extract` and `detect` (same meaning as in `verify`)."""
+    for opt in reversed(
+        [
+            click.option(
+                "--model",
+                "model_name",
+                default=None,
+                help="provider/model [default: the default model].",
+            ),
+            click.option(
+                "--base-url", default=None, help="OpenAI-compatible endpoint (vLLM, Ollama, ...)."
+            ),
+            click.option(
+                "--cache",
+                "cache",
+                default=None,
+                help="Model cache file, or 'off' [default: the user cache].",
+            ),
+            click.option(
+                "--threads",
+                type=click.IntRange(min=1),
+                default=None,
+                help="CPU threads of a local/ model.",
+            ),
+        ]
+    ):
+        f = opt(f)
+    return f
+
+
+def open_model(
+    name: str | None, *, base_url: str | None, cache: str | None, threads: int | None
+) -> Model:
+    """Build the model the way `veritrail verify` does (user cache on unless turned off)."""
+    from ..lm.registry import ModelNameError, get_model
+
+    the_cache: str | bool = True
+    if cache is not None:
+        the_cache = False if cache.strip().lower() in _CACHE_OFF else cache
+    try:
+        return get_model(name, cache=the_cache, base_url=base_url, threads=threads)
+    except (ModelNameError, TypeError, ValueError) as exc:
+        _fail(str(exc))
 
 
 def read_input_text(path: str) -> tuple[str, str]:
@@ -53,9 +103,7 @@ def read_input_text(path: str) -> tuple[str, str]:
     type=click.Path(dir_okay=False),
     help="Claims file to write (read by `veritrail verify --claims`).",
 )
-@click.option(
-    "--model", "model_name", default=None, help="provider/model (default: the default model)."
-)
+@model_options
 @click.option(
     "--context-before",
     type=click.IntRange(min=0),
@@ -89,6 +137,9 @@ def extract(
     input_path: str,
     out_path: str,
     model_name: str | None,
+    base_url: str | None,
+    cache: str | None,
+    threads: int | None,
     context_before: int,
     context_after: int,
     question: str | None,
@@ -108,10 +159,7 @@ def extract(
     except (OSError, UnicodeDecodeError) as exc:
         _fail(f"{input_path}: {exc}")
     cfg = ExtractionConfig(context_before, context_after, similarity)
-
-    from ..lm.registry import get_model
-
-    model = get_model(model_name)
+    model = open_model(model_name, base_url=base_url, cache=cache, threads=threads)
 
     async def go() -> ExtractionResult:
         try:
