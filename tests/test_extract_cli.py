@@ -185,3 +185,45 @@ def test_extract_reads_plain_text_and_rejects_an_invalid_dag(tmp_path: Path) -> 
         res = runner.invoke(cli, ["extract", str(bad), "--model", "openai/m"], env=_env(srv))
         assert res.exit_code == 2 and "empty_text" in res.output
         assert srv.count == 3  # the invalid DAG made no call
+
+
+def one_shot_responder(request: dict[str, Any]) -> str:
+    """Extraction stages as above, plus evidence selection (everything) and verdicts."""
+    prompt = "\n".join(m["content"] for m in request["messages"])
+    if "<<< statement" in prompt or "<<< target sentence" in prompt:
+        return stage_responder(request)
+    if "Excerpts (each sentence is prefixed" in prompt:
+        ids = [int(i) for i in re.findall(r"^\[(\d+)\] ", prompt, re.MULTILINE)]
+        return json.dumps(
+            {"selected_ids": ids, "context_ids": [], "summary": "All of it.", "missing": ""}
+        )
+    assert "Sub-claims (all must hold" in prompt, prompt[:300]
+    verdict = "Not Fully Supported" if "founded" in prompt.split("Claim:")[1] else "Fully Supported"
+    return json.dumps({"reasoning": "scripted", "verdict": verdict})
+
+
+def test_one_shot_verify_extracts_claims_first(dag_file: Path, tmp_path: Path) -> None:
+    report_path = tmp_path / "report.json"
+    with FakeOpenAIServer(responder=one_shot_responder) as srv:
+        res = CliRunner().invoke(
+            cli,
+            [
+                "verify",
+                str(dag_file),
+                "--model",
+                "openai/m",
+                "--out",
+                str(report_path),
+                "--run-dir",
+                str(tmp_path / "run"),
+            ],
+            env=_env(srv),
+        )
+    assert res.exit_code == 0, res.output
+    report = json.loads(report_path.read_text())
+    got = [(c["text"], c["sentence_indices"], c["verdict"]) for c in report["claims"]]
+    assert got == [
+        ("The Harbour Museum opened in 1921.", [0, 3], "Fully Supported"),
+        ("The Harbour Museum has three floors.", [0], "Fully Supported"),
+        ("The Harbour Museum was founded by Marta Reyes.", [2], "Not Fully Supported"),
+    ]
