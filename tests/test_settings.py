@@ -81,6 +81,11 @@ def test_unknown_and_bad_values_name_their_origin(tmp_path: Path) -> None:
     cfg.write_text('q = "three"\n')
     with pytest.raises(SettingsError, match=r"config file .*q = 'three'"):
         resolve_settings({}, config_path=cfg, env={}, cwd=tmp_path)
+    cfg.write_text("q = true\n")
+    with pytest.raises(SettingsError, match="q = True"):
+        resolve_settings({}, config_path=cfg, env={}, cwd=tmp_path)
+    cfg.write_text("sample_temperature = 1\n")  # an integer is a fine float
+    assert resolve_settings({}, config_path=cfg, env={}, cwd=tmp_path).sample_temperature == 1.0
     with pytest.raises(SettingsError, match="environment VERITRAIL_SAMPLES"):
         resolve_settings({}, env={"VERITRAIL_SAMPLES": "many"}, cwd=tmp_path)
     with pytest.raises(SettingsError, match="must not be negative"):

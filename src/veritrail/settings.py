@@ -22,7 +22,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_type_hints
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -119,22 +119,12 @@ RESULT_SETTINGS: tuple[str, ...] = (
     *(f.name for f in dataclasses.fields(VerifyConfig)),
 )
 
-_HINTS = {f.name: f.type for f in fields(Settings)}
-_ADAPTERS: dict[str, TypeAdapter[Any]] = {}
+_HINTS: dict[str, Any] = {k: v for k, v in get_type_hints(Settings).items() if k in SETTING_NAMES}
+_ADAPTERS: dict[str, TypeAdapter[Any]] = {name: TypeAdapter(t) for name, t in _HINTS.items()}
 
 
-def _adapter(name: str) -> TypeAdapter[Any]:
-    if name not in _ADAPTERS:
-        # Field annotations are strings (postponed evaluation); map them to real types once.
-        types: dict[str, Any] = {
-            "str | None": str | None,
-            "int | None": int | None,
-            "int": int,
-            "float": float,
-            "str": str,
-        }
-        _ADAPTERS[name] = TypeAdapter(types[str(_HINTS[name])])
-    return _ADAPTERS[name]
+def _optional(name: str) -> bool:
+    return type(None) in get_args(_HINTS[name])
 
 
 def _coerce(name: str, value: Any, origin: str) -> Any:
@@ -142,13 +132,16 @@ def _coerce(name: str, value: Any, origin: str) -> Any:
         raise SettingsError(
             f"{origin}: unknown setting {name!r} (known: {', '.join(SETTING_NAMES)})"
         )
-    if isinstance(value, str) and origin.startswith("environment"):
+    from_env = origin.startswith("environment")
+    if isinstance(value, str) and from_env:
         v = value.strip()
-        if v.lower() in ("none", "null") and "None" in str(_HINTS[name]):
+        if v.lower() in ("none", "null") and _optional(name):
             return None
         value = v
     try:
-        out = _adapter(name).validate_python(value)
+        # Strict for typed sources (TOML, flags): `q = true` or `q = 2.5` is an error, not 1 or 2;
+        # environment values are strings, so they are parsed leniently.
+        out = _ADAPTERS[name].validate_python(value, strict=not from_env)
     except ValidationError as exc:
         msg = exc.errors()[0]["msg"]
         raise SettingsError(f"{origin}: {name} = {value!r}: {msg}") from None
