@@ -356,3 +356,66 @@ def test_detect_cli_over_a_dag_checks_the_terminal_against_the_roots(tmp_path: P
         assert all("<<< node r1" in r and "A frog summary" not in r for r in seen)
         res = CliRunner().invoke(cli, ["detect", "--dag", str(dag), "--text", str(dag)])
         assert res.exit_code == 2 and "not both" in res.output
+
+
+def test_detect_cli_attaches_its_result_to_a_veritrail_report(tmp_path: Path) -> None:
+    dag = tmp_path / "d.json"
+    dag.write_text(
+        json.dumps(
+            {
+                "nodes": [
+                    {"id": "r1", "text": REFS[0], "sources": []},
+                    {"id": "t", "text": "The frog's belly is translucent.", "sources": ["r1"]},
+                ]
+            }
+        )
+    )
+    claims = tmp_path / "claims.json"
+    claims.write_text(json.dumps(["The frog's belly is translucent."]))
+    oracle = tmp_path / "oracle.json"
+    oracle.write_text(
+        json.dumps(
+            {
+                "claims": [
+                    {
+                        "claim": "The frog's belly is translucent.",
+                        "evidence": {"r1": [1]},
+                        "verdicts": ["Fully Supported"],
+                    }
+                ]
+            }
+        )
+    )
+    report = tmp_path / "report.json"
+    runner = CliRunner()
+    res = runner.invoke(
+        cli,
+        [
+            "verify",
+            str(dag),
+            "--claims",
+            str(claims),
+            "--oracle",
+            str(oracle),
+            "--out",
+            str(report),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    with FakeOpenAIServer(responder=_server_responder(TREE, lambda s, r: True)) as srv:
+        res = runner.invoke(
+            cli,
+            [
+                *("detect", "--dag", str(dag), "--out", str(tmp_path / "g2l.json")),
+                *("--attach", str(report), "--model", "openai/m"),
+            ],
+            env={"VERITRAIL_BASE_URL": srv.base_url, "OPENAI_API_KEY": "k", "VERITRAIL_CACHE": "0"},
+        )
+    assert res.exit_code == 0, res.output
+    doc = json.loads(report.read_text())
+    assert doc["format"] == "veritrail-report" and doc["claims"][0]["verdict"] == "Fully Supported"
+    assert doc["g2l"]["status"] == "passed" and len(doc["g2l"]["paths"]) == 3
+    from veritrail.html import EXTRA_SECTION_KEYS, render_html
+
+    assert "g2l" in EXTRA_SECTION_KEYS
+    assert "It was described in 2015" in render_html(doc)

@@ -21,6 +21,7 @@ from ..detectors.g2l import (
     g2l_report,
     references_from_dag,
 )
+from ..report import ReportFormatError, load_report, write_report
 from .extract import model_options, open_model
 
 METHODS = ("g2l",)
@@ -75,6 +76,13 @@ def _read(path: str) -> str:
     help="JSON report to write.",
 )
 @click.option(
+    "--attach",
+    "attach_path",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False),
+    help='Also store the result under "g2l" in this VeriTrail report (its HTML shows a section).',
+)
+@click.option(
     "--reference-tokens",
     type=click.IntRange(min=1),
     default=G2LConfig().reference_tokens,
@@ -98,6 +106,7 @@ def detect(
     cache: str | None,
     threads: int | None,
     out_path: str,
+    attach_path: str | None,
     reference_tokens: int,
     max_depth: int,
     max_nodes: int,
@@ -107,9 +116,16 @@ def detect(
 
     Either `--text OUTPUT --refs DOC [DOC...]`, or `--dag DAG.json` to check the final output
     against the DAG's root nodes. Writes a JSON report listing every root-to-leaf path with its
-    verdict and the failing paths.
+    verdict and the failing paths. With `--attach REPORT.json` the result is also stored under
+    `"g2l"` in an existing VeriTrail report, whose HTML rendering then shows a G2LDetect section.
     """
     all_refs = (*refs, *more_refs)
+    host_report = None
+    if attach_path is not None:
+        try:
+            host_report = load_report(attach_path)
+        except ReportFormatError as exc:
+            _fail(str(exc))
     if dag_path is not None:
         if text_path is not None or all_refs:
             _fail("give either --dag or --text with --refs, not both")
@@ -152,6 +168,12 @@ def detect(
     Path(out_path).write_text(
         json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
+    if host_report is not None and attach_path is not None:
+        host_report["g2l"] = report
+        write_report(host_report, attach_path)
+        click.echo(
+            f"G2LDetect result attached to {attach_path} (re-render it with `veritrail report`)"
+        )
     if result.status is G2LStatus.TREE_FAILED:
         click.echo(f"G2LDetect could not build a tree ({result.tree_error}); report: {out_path}")
         return
