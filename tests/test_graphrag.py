@@ -418,3 +418,51 @@ async def test_global_search_with_nothing_relevant_fails_clearly() -> None:
     fake = FakeProvider(responder=lambda m: '{"points": [{"description": "x", "score": 0}]}')
     with pytest.raises(GlobalSearchError, match="none of the"):
         await global_search(load_index(DATA / "operation_dulce"), "Q?", Model(fake))
+
+
+def test_cli_from_graphrag_runs_our_search_against_a_loopback_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from veritrail.cli.main import cli
+    from veritrail.testing.fake_openai_server import FakeOpenAIServer
+
+    def responder(req: dict) -> str:
+        user = req["messages"][-1]["content"]
+        if "Analyst notes" in user:
+            return "The squad investigates Dulce base."
+        return json.dumps({"points": [{"description": "The squad goes to Dulce.", "score": 70}]})
+
+    out, cap = tmp_path / "dag.json", tmp_path / "cap.json"
+    with FakeOpenAIServer(responder=responder) as server:
+        monkeypatch.setenv("VERITRAIL_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test")
+        monkeypatch.setenv("VERITRAIL_CACHE", "0")
+        args = ["from-graphrag", str(DATA / "operation_dulce"), "--out", str(out)]
+        r = CliRunner().invoke(
+            cli,
+            [
+                *args,
+                "--question",
+                "What is the mission?",
+                "--model",
+                "openai/m",
+                "--batch-tokens",
+                "3000",
+                "--save-capture",
+                str(cap),
+            ],
+        )
+        assert r.exit_code == 0, r.output
+    dag = load_dag(out)
+    assert dag.node("answer").text == "The squad investigates Dulce base."
+    n_maps = sum(1 for n in dag if n.stage == 4)
+    assert n_maps == len(dag.sources("answer")) >= 2
+    assert dag.meta["graphrag"]["model"] == "openai/m"
+    again = build_query_dag(
+        load_index(DATA / "operation_dulce"), GlobalSearchCapture.from_file(cap)
+    )
+    assert len(again) == len(dag)
+    r = CliRunner().invoke(cli, [*args, "--question", "Q", "--capture", str(cap)])
+    assert r.exit_code == 2 and "only one of" in r.output
