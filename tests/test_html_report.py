@@ -215,7 +215,53 @@ def sample_report() -> dict[str, Any]:
         dag_path="demo-dag.json",
         run={"finished": "2026-11-21T23:00:00Z"},
     )
-    rep["g2l"] = {"paths": [{"path": ["theme", "detail " + XSS], "supported": False}]}
+    # Other detectors' sections, in the shapes detectors/g2l.py and sirg/detector.py write.
+    rep["g2l"] = {
+        "status": "failed",
+        "score": 0.5,
+        "model": "fake/demo",
+        "paths": [
+            {
+                "index": 0,
+                "path": ["Lovelace", "born 1815"],
+                "supported": True,
+                "reason": "ok",
+                "chunk": 0,
+            },
+            {
+                "index": 1,
+                "path": ["Lovelace", "detail " + XSS],
+                "supported": False,
+                "reason": "no",
+                "chunk": 1,
+            },
+        ],
+        "failing_paths": [1],
+    }
+    rep["sirg"] = {
+        "flagged": True,
+        "flagged_share": 0.5,
+        "method": "lrp",
+        "selection": "top_k",
+        "k": 2,
+        "fragments": [
+            {"node": 2, "text": "She was born in 1815.", "probability": 0.1, "flagged": False},
+            {"node": 3, "text": "Engine done " + XSS, "probability": 0.9, "flagged": True},
+        ],
+        "graph": {
+            "nodes": [
+                {"id": 0, "kind": "context", "text": "Ada was born in 1815."},
+                {"id": 1, "kind": "context", "text": "The engine " + XSS},
+                {"id": 2, "kind": "response", "text": "She was born in 1815."},
+                {"id": 3, "kind": "response", "text": "Engine done."},
+            ],
+            "edges": [
+                {"source": 0, "target": 2, "score": 1.0, "weight": 0.8},
+                {"source": 1, "target": 3, "score": 0.5, "weight": 0.3},
+                {"source": 0, "target": 3, "score": 0.2, "weight": 0.1},
+            ],
+        },
+    }
     return rep
 
 
@@ -335,6 +381,9 @@ HARNESS = r"""
     sent.click();
     out.afterSentenceOff = visible().length;
     out.extras = ids('#vt-extras section').length;
+    out.g2lFailing = Array.prototype.map.call(document.querySelectorAll('.g2l-failing li .path'), function (e) { return e.textContent; });
+    out.sirgFlagged = document.querySelectorAll('table.sirg-fragments tr.flagged').length;
+    out.sirgEdges = Array.prototype.map.call(document.querySelectorAll('.sirg-edges li'), function (e) { return e.textContent; });
     out.extraKeys = Array.prototype.map.call(document.querySelectorAll('#vt-extras section'), function (s) { return s.getAttribute('data-extra'); });
     out.barHeights = {};
     document.querySelectorAll('#vt-stage-chart rect.bar').forEach(function (r) { out.barHeights[r.getAttribute('data-stage')] = Number(r.getAttribute('height')); });
@@ -458,7 +507,13 @@ def test_page_in_chromium(tmp_path: Path) -> None:
     assert got["afterSentence"] == ["c2"]  # the claim extracted from output sentence 2
     assert got["sentenceCount"] == "showing 1 of 5 claims (from output sentence 2)"
     assert got["afterSentenceOff"] == len(claims)
-    assert got["extraKeys"] == ["g2l"]
+    assert got["extraKeys"] == ["g2l", "sirg"]
+    assert got["g2lFailing"] == ["Lovelace \u203a detail " + XSS]
+    assert got["sirgFlagged"] == 1
+    assert got["sirgEdges"] == [
+        "context 1 · 0.300The engine " + XSS,
+        "context 0 · 0.100Ada was born in 1815.",
+    ]
     assert got["chipSelected"] == ["c1"] and got["chipFocus"] == ["r1"] and got["chipPanel"] == "r1"
     assert got["barHeights"]["2"] > 0 and got["barHeights"]["3"] > 0 and got["barHeights"]["1"] == 0
     assert any("Not Fully Supported" in t and t.startswith("2") for t in got["tiles"])

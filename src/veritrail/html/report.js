@@ -488,10 +488,74 @@
   // its `render` with a function (value, sectionElement) -> void that builds DOM with el()/sv()
   // and textContent only. Python side: veritrail.html.EXTRA_SECTION_KEYS lists the same keys.
   var EXTRA_SECTIONS = [
-    { key: 'g2l', title: 'G2LDetect: global-to-local paths', render: renderJsonTree },
-    { key: 'sirg', title: 'SIRG: internal reasoning graph', render: renderJsonTree }
+    { key: 'g2l', title: 'G2LDetect: global-to-local paths', render: renderG2L },
+    { key: 'sirg', title: 'SIRG: internal reasoning graph', render: renderSirg }
   ];
   // <<< EXTRA SECTIONS HOOK <<<
+
+  // G2LDetect (detectors/g2l.py g2l_report): status, then the failing root-to-leaf paths.
+  function renderG2L(v, section) {
+    if (!v || !Array.isArray(v.paths)) { renderJsonTree(v, section); return; }
+    var cls = v.status === 'passed' ? 'fs' : v.status === 'failed' ? 'nfs' : 'err';
+    var failing = v.paths.filter(function (p) { return p.supported === false; });
+    section.append(el('div', { class: 'head' },
+      el('span', { class: 'badge ' + cls, text: String(v.status) }),
+      ' ' + failing.length + ' of ' + v.paths.length + ' paths not supported' +
+      (v.score != null ? ' \u00b7 score ' + Number(v.score).toFixed(2) : '') +
+      (v.model ? ' \u00b7 model ' + v.model : '')));
+    if (v.tree_error) section.append(el('div', { class: 'error-text', text: 'tree: ' + v.tree_error }));
+    function pathItem(p) {
+      var li = el('li', { class: 'g2l-path ' + (p.supported === false ? 'nfs' : p.supported ? 'fs' : 'err') },
+        el('span', { class: 'path', text: (p.path || []).join(' \u203a ') }));
+      if (p.reason) li.append(el('div', { class: 'note', text: p.reason }));
+      if (p.chunk != null) li.append(el('div', { class: 'note', text: 'reference chunk ' + p.chunk }));
+      if (p.error) li.append(el('div', { class: 'error-text', text: p.error }));
+      return li;
+    }
+    if (failing.length) {
+      var ol = el('ol', { class: 'g2l-failing' });
+      failing.forEach(function (p) { ol.append(pathItem(p)); });
+      section.append(el('h4', { text: 'Failing paths' }), ol);
+    }
+    var all = el('ol', { class: 'g2l-all' });
+    v.paths.forEach(function (p) { all.append(pathItem(p)); });
+    section.append(el('details', null, el('summary', { text: 'All paths (' + v.paths.length + ')' }), all));
+  }
+
+  // SIRG (sirg/detector.py Detection.to_dict): verdict, response fragments with their
+  // probability, and each flagged fragment's strongest incoming edges in the reasoning graph.
+  function renderSirg(v, section) {
+    if (!v || !Array.isArray(v.fragments)) { renderJsonTree(v, section); return; }
+    var verdict = v.flagged === true ? 'hallucination' : v.flagged === false ? 'no hallucination' : 'undecided';
+    section.append(el('div', { class: 'head' },
+      el('span', { class: 'badge ' + (v.flagged === true ? 'nfs' : v.flagged === false ? 'fs' : 'err'), text: verdict }),
+      (v.flagged_share != null ? ' flagged share ' + Number(v.flagged_share).toFixed(2) : '') +
+      (v.method ? ' \u00b7 ' + v.method : '') + (v.selection ? ' \u00b7 edges ' + v.selection + (v.k != null ? ' k=' + v.k : '') : '')));
+    var graph = v.graph || {};
+    var textOf = {};
+    (graph.nodes || []).forEach(function (n) { textOf[n.id] = n; });
+    var incoming = {};
+    (graph.edges || []).forEach(function (e) { (incoming[e.target] = incoming[e.target] || []).push(e); });
+    var table = el('table', { class: 'kv sirg-fragments' },
+      el('tr', null, el('th', { text: 'fragment' }), el('th', { text: 'text' }), el('th', { text: 'p(hallucinated)' })));
+    v.fragments.forEach(function (f) {
+      var row = el('tr', { class: f.flagged ? 'flagged' : '' },
+        el('td', { class: 'mono', text: String(f.node) }),
+        el('td', null, f.text),
+        el('td', { text: f.probability == null ? '-' : Number(f.probability).toFixed(2) }));
+      table.append(row);
+      var edges = (incoming[f.node] || []).slice().sort(function (a, b) { return b.weight - a.weight; }).slice(0, 5);
+      if (f.flagged && edges.length) {
+        var ul = el('ul', { class: 'ev' });
+        edges.forEach(function (e) {
+          var src = textOf[e.source] || {};
+          ul.append(el('li', null, el('span', { class: 'nid', text: (src.kind || '?') + ' ' + e.source + ' \u00b7 ' + Number(e.weight).toFixed(3) }), src.text || ''));
+        });
+        table.append(el('tr', { class: 'sirg-edges' }, el('td'), el('td', { colspan: 2 }, el('div', { class: 'note', text: 'strongest sources:' }), ul)));
+      }
+    });
+    section.append(table);
+  }
 
   function renderJsonTree(value, section) {
     function walk(v) {
