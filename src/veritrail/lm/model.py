@@ -343,7 +343,8 @@ class Model:
                     raise
                 nxt = self.capabilities.downgrade(self.endpoint, fmt)
                 self.stats.format_fallbacks += 1
-                note = f"{self.endpoint} rejected response_format {fmt.value}; using {nxt.value}"
+                # The model name, not the endpoint: a base URL may carry credentials.
+                note = f"{self.name} rejected response_format {fmt.value}; using {nxt.value}"
                 if note not in self.notes:
                     self.notes.append(note)
                     print(f"veritrail: {note}", file=sys.stderr)
