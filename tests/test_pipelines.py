@@ -64,11 +64,11 @@ async def test_hierarchical_merges_level_by_level() -> None:
     assert [dag.node(f"chunk-{i}").text for i in range(1, 9)] == SENTENCES
     assert dag.sources("summary-1-1") == ("summary-0-1", "summary-0-2")
     assert dag.meta["stage_names"] == {
-        "1": ["source"],
-        "2": ["summarize_chunk"],
-        "3": ["merge_summaries"],
-        "4": ["merge_summaries"],
-        "5": ["merge_summaries"],
+        "1": "source",
+        "2": "summarize_chunk",
+        "3": "merge_summaries",
+        "4": "merge_summaries",
+        "5": "merge_summaries",
     }
     assert dag.meta["levels"] == 4 and dag.meta["over_budget_groups"] == 0
     # Chunk texts reach the model fenced, with the title as context.

@@ -63,7 +63,7 @@ async def test_user_script_produces_a_valid_dag_that_verifies(tmp_path: Path) ->
         == "Ada Lovelace wrote the first program. Babbage designed the Analytical Engine."
     )
     assert dag.meta["pipeline"] == "notes"
-    assert dag.meta["stage_names"] == {"1": ["source"], "2": ["extract"], "3": ["write"]}
+    assert dag.meta["stage_names"] == {"1": "source", "2": "extract", "3": "write"}
     ext_of_a = next(n for n in dag if n.sources == ("doc-a",))
     claim = "Ada Lovelace wrote the first program."
     oracle = Oracle.from_dict(

@@ -72,7 +72,7 @@ class Recorder:
 
     `meta` is stored in the DAG file's ``meta`` object (for example the model name and the
     pipeline settings). The recorder also writes ``meta["stage_names"]``: for each stage, the
-    sorted step names recorded at it (``"source"`` for roots).
+    step names recorded at it, sorted and comma-separated (``"source"`` for roots).
     """
 
     def __init__(self, *, meta: Mapping[str, Any] | None = None) -> None:
@@ -243,16 +243,14 @@ class Recorder:
             for n in nodes
         ]
 
-    def stage_names(
-        self, records: Iterable[Mapping[str, Any]] | None = None
-    ) -> dict[str, list[str]]:
-        """For each stage (as a string key), the step names recorded at it."""
+    def stage_names(self, records: Iterable[Mapping[str, Any]] | None = None) -> dict[str, str]:
+        """For each stage (as a string key), the step names recorded at it, comma-separated."""
         ids = None if records is None else {r["id"] for r in records}
         out: dict[int, set[str]] = {}
         for n in self._nodes.values():
             if ids is None or n.id in ids:
                 out.setdefault(n.stage, set()).add(n.kind)
-        return {str(k): sorted(v) for k, v in sorted(out.items())}
+        return {str(k): ", ".join(sorted(v)) for k, v in sorted(out.items())}
 
     def dag(self, *, terminal: NodeRef | str | None = None, prune: bool = False) -> Dag:
         """Validate and return the recorded DAG (raises `DagValidationError` listing problems)."""
