@@ -35,7 +35,7 @@ loading, traversal and reports, not to judge a real output.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -303,7 +303,9 @@ def load_index(path: str | Path) -> GraphRagIndex:
     )
 
 
-def _raw(rows: Iterable[Mapping[str, Any]], key: Any) -> tuple[RawExtraction, ...]:
+def _raw(
+    rows: Iterable[Mapping[str, Any]], key: Callable[[Mapping[str, Any]], str]
+) -> tuple[RawExtraction, ...]:
     # GraphRAG's raw snapshot keeps, per entity (or relationship), the list of descriptions and
     # the list of text units they came from, in the same order: one pair per extraction.
     out: list[RawExtraction] = []
