@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -178,3 +179,18 @@ def test_redact_drops_exactly_secret_keys(cfg: dict[str, object]) -> None:
             for m in ("api_key", "apikey", "secret", "password", "authorization", "token_value")
         )
         assert (k in out) != secret
+
+
+def test_one_writer_at_a_time(tmp_path: Path) -> None:
+    first = open_store(tmp_path / "run")
+    first.lock()
+    second = RunStore.open(tmp_path / "run")
+    with pytest.raises(
+        RunStoreError, match=rf"being run by another veritrail process \(pid {os.getpid()}\)"
+    ):
+        second.lock()
+    first.record(result("c1", "Alice founded Acme."))
+    first.unlock()
+    second.lock()  # and it sees what the first writer saved meanwhile
+    assert list(second.done) == ["c1"]
+    second.unlock()

@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from .records import Claim, ClaimResult
 from .report import claim_from_dict, claim_to_dict
@@ -37,6 +37,7 @@ RUN_FILE = "run.json"
 CLAIMS_FILE = "claims.json"
 RESULTS_FILE = "results.jsonl"
 REPORT_FILE = "report.json"
+LOCK_FILE = ".lock"
 
 # Setting names whose values must never be written anywhere (matched case-insensitively, as
 # substrings, so `openai_api_key`, `azure_api_key`, `Authorization` headers are all caught).
@@ -246,6 +247,7 @@ class RunStore:
         self.info = info
         self.claims = claims
         self._done: dict[str, ClaimResult] = {}
+        self._lock_fh: IO[str] | None = None
         self._load_results()
 
     # -- opening -------------------------------------------------------------------------------
@@ -319,6 +321,44 @@ class RunStore:
                 f"this veritrail reads {RUN_VERSION}"
             )
         return cls(p, RunInfo.from_json(doc), claims_from_json(claims_doc))
+
+    # -- exclusive use -------------------------------------------------------------------------
+
+    def lock(self) -> None:
+        """Claim the run for this process; `RunStoreError` if another process is running it.
+
+        An advisory `flock` on `.lock` in the run directory: the OS drops it when the process
+        ends in any way (kill -9 included), so a stale lock never blocks a resume.
+        """
+        try:
+            import fcntl
+        except ImportError:  # not on POSIX: no protection against two writers
+            return
+        fh = (self.path / LOCK_FILE).open("a+")
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.seek(0)
+            holder = fh.read().strip() or "?"
+            fh.close()
+            raise RunStoreError(
+                f"{self.path} is being run by another veritrail process (pid {holder}); "
+                "wait for it or stop it first"
+            ) from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        self._lock_fh = fh
+        # Whatever a previous holder appended before we got the lock is now final: reread it.
+        self._done.clear()
+        self._load_results()
+
+    def unlock(self) -> None:
+        """Release `lock` (also released when the process exits)."""
+        if self._lock_fh is not None:
+            self._lock_fh.close()
+            self._lock_fh = None
 
     # -- results -------------------------------------------------------------------------------
 

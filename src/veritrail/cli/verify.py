@@ -333,6 +333,7 @@ async def run_job(job: Job, progress: ProgressReporter, state: _RunState) -> dic
             model.on_call = progress.call
         steps = _steps(job, model)  # reads the oracle file: fail before touching the run dir
         store = await _open_store(job, model)
+        store.lock()
         state.store = store
         store.set_status(Status.RUNNING)
         resumed = len(store.done)
