@@ -114,7 +114,8 @@ def claim_from_dict(d: Mapping[str, Any]) -> ClaimResult:
                 carried_roots=tuple(it["carried_roots"]),
                 nodes_with_evidence=tuple(it["nodes_with_evidence"]),
                 evidence=tuple(
-                    SentenceRef(e["node_id"], e["sentence_index"], e["text"]) for e in it["evidence"]
+                    SentenceRef(e["node_id"], e["sentence_index"], e["text"])
+                    for e in it["evidence"]
                 ),
                 summaries=tuple(Summary(tuple(s["node_ids"]), s["text"]) for s in it["summaries"]),
                 dropped_ids=tuple(it["dropped_ids"]),
