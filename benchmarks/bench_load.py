@@ -16,6 +16,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -49,6 +50,16 @@ BASELINE_JSONL = BASELINE.replace(
 
 PYAPI = "import sys; from veritrail.dag import load_dag; load_dag(sys.argv[1])"
 
+# load_dag() of dag.py as it was at a git revision (its imports are the standard library only).
+AT_REV = r"""
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("dag_at_rev", sys.argv[2])
+mod = importlib.util.module_from_spec(spec)
+sys.modules["dag_at_rev"] = mod
+spec.loader.exec_module(mod)
+mod.load_dag(sys.argv[1])
+"""
+
 
 def veritrail_exe() -> list[str]:
     """The installed console script next to this interpreter (no pyenv shim in the way)."""
@@ -80,6 +91,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("file", type=Path)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--python-api", action="store_true", help="also time load_dag() alone")
+    ap.add_argument(
+        "--compare-ref",
+        metavar="REV",
+        help="also time load_dag() of src/veritrail/dag.py at this git revision",
+    )
     a = ap.parse_args(argv)
     path = str(a.file)
     base_src = BASELINE_JSONL if path.endswith((".jsonl", ".ndjson")) else BASELINE
@@ -89,6 +105,17 @@ def main(argv: list[str] | None = None) -> None:
     }
     if a.python_api:
         cases["python load_dag()"] = [sys.executable, "-c", PYAPI, path]
+    if a.compare_ref:
+        old = Path(tempfile.mkdtemp()) / "dag_at_rev.py"
+        repo = Path(__file__).resolve().parents[1]
+        src = subprocess.run(
+            ["git", "-C", str(repo), "show", f"{a.compare_ref}:src/veritrail/dag.py"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        old.write_text(src, encoding="utf-8")
+        cases[f"load_dag() at {a.compare_ref}"] = [sys.executable, "-c", AT_REV, path, str(old)]
     results: dict[str, list[tuple[float, float]]] = {k: [] for k in cases}
     for _ in range(a.repeat):
         for name, cmd in cases.items():

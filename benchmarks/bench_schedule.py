@@ -149,7 +149,7 @@ def phases(result: ClaimResult, calls: Counter[str]) -> int:
 
 
 async def run(
-    dag: Dag, claims: list[Claim], base_url: str, cache: ResponseCache, concurrency: int
+    dag: Dag, claims: list[Claim], base_url: str, cache: ResponseCache | None, concurrency: int
 ) -> tuple[list[ClaimResult], float, dict[str, Counter[str]]]:
     """One verification run; (results, wall seconds, calls per claim per step)."""
     calls: dict[str, Counter[str]] = {}
@@ -191,6 +191,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--claims", type=int, default=200)
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--latency", type=float, default=0.2)
+    ap.add_argument("--no-cache", action="store_true", help="no response cache (first run only)")
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.serve:
@@ -205,14 +206,18 @@ def main(argv: list[str] | None = None) -> None:
     srv = ServerProcess(a.latency)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            cache = ResponseCache(Path(tmp) / "cache.sqlite")
+            cache = None if a.no_cache else ResponseCache(Path(tmp) / "cache.sqlite")
             report(a, dag, claims, srv, cache)
     finally:
         srv.close()
 
 
 def report(
-    a: argparse.Namespace, dag: Dag, claims: list[Claim], srv: ServerProcess, cache: ResponseCache
+    a: argparse.Namespace,
+    dag: Dag,
+    claims: list[Claim],
+    srv: ServerProcess,
+    cache: ResponseCache | None,
 ) -> None:
     """Both runs and their figures."""
     c0 = time.process_time()
@@ -226,7 +231,7 @@ def report(
     crit = max(phases(r, calls.get(r.claim.id, Counter())) for r in results)
     bound = a.latency * max(crit, math.ceil(total / a.concurrency))
     print(
-        f"book DAG ({len(dag)} nodes), {len(claims)} claims, concurrency {a.concurrency}, latency {a.latency * 1e3:.0f} ms"
+        f"tree DAG ({len(dag)} nodes), {len(claims)} claims, concurrency {a.concurrency}, latency {a.latency * 1e3:.0f} ms"
     )
     steps = ", ".join(f"{k} {v}" for k, v in sorted(by_step.items()))
     print(
@@ -241,6 +246,8 @@ def report(
     print(f"  achieved {wall:.2f} s  →  wall / bound = {wall / bound:.3f}  (target ≤ 1.1)")
     print(f"  client CPU {cpu:.2f} s = {cpu / max(total, 1) * 1e3:.2f} ms per model call")
 
+    if cache is None:
+        return
     srv.reset()
     results2, wall2, calls2 = asyncio.run(run(dag, claims, srv.base_url, cache, a.concurrency))
     same = [(r.verdict, r.iterations) for r in results] == [
