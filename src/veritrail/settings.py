@@ -55,6 +55,8 @@ class Settings:
     """OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp, LM Studio, Azure)."""
     concurrency: int | None = None
     """Maximum model calls in flight (model layer default when None)."""
+    threads: int | None = None
+    """CPU threads of an embedded `local/` model (model layer default when None)."""
     max_parallel_claims: int | None = None
     cache: str | None = None
     """Model cache file (model layer default when None)."""

@@ -250,12 +250,17 @@ def _build_model(job: Job) -> Model:
     cache: str | bool = True
     if s.cache is not None:
         cache = False if s.cache.strip().lower() in _CACHE_OFF else s.cache
+    # Provider options only some providers take: passing them to others would be an error.
+    local_only: dict[str, Any] = (
+        {"threads": s.threads} if job.model_name.startswith("local/") else {}
+    )
     return get_model(
         job.model_name,
         cache=cache,
         concurrency=s.concurrency,
         base_url=s.base_url,
         prices=s.prices,
+        **local_only,
     )
 
 
@@ -631,6 +636,7 @@ def _int_opt(*names: str, help: str) -> Callable[[_F], _F]:
 @click.option("--quiet", is_flag=True, help="No progress and no summary (errors still print).")
 @_int_opt("--concurrency", help="Model calls in flight at once.")
 @_int_opt("--max-parallel-claims", help="Claims verified at once [default: all].")
+@_int_opt("--threads", help="CPU threads of an embedded local/ model [default: 2].")
 @click.option("--cache", default=None, help="Model cache file, or 'off' [default: the user cache].")
 @click.option("--prompt-dir", default=None, help="Directory of prompt overrides.")
 @click.option("--prices", default=None, help="JSON price file over the built-in price table.")
