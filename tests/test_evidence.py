@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from conftest import node_text
+from dagkit import node_text
 from veritrail import Claim, VerifyConfig
 from veritrail.dag import Dag
 from veritrail.evidence import make_batches, validate_ids

@@ -10,7 +10,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from conftest import make_dag
+from dagkit import make_dag
 from veritrail.report import (
     ReportFormatError,
     claim_from_dict,

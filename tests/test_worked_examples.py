@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import make_dag
+from dagkit import make_dag
 
 FS, NFS, INC = "Fully Supported", "Not Fully Supported", "Inconclusive"
 
