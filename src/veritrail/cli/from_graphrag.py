@@ -5,12 +5,17 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 from pydantic import ValidationError
 
 from ..dag import Dag, DagValidationError, save_dag
+from .extract import model_options, open_model
+
+if TYPE_CHECKING:
+    from ..adapters.graphrag import GraphRagIndex
+    from ..lm.model import Model
 
 
 def _fail(message: str) -> NoReturn:
@@ -26,7 +31,7 @@ def _fail(message: str) -> NoReturn:
 @click.option(
     "--question", default=None, help="Run our GraphRAG-style global search for this question."
 )
-@click.option("--model", "model_name", default=None, help="provider/model for --question.")
+@model_options
 @click.option(
     "--capture",
     "capture_path",
@@ -56,6 +61,9 @@ def from_graphrag(
     out_path: str,
     question: str | None,
     model_name: str | None,
+    base_url: str | None,
+    cache: str | None,
+    threads: int | None,
     capture_path: str | None,
     terminal_report: str | None,
     community_level: int,
@@ -79,8 +87,6 @@ def from_graphrag(
 
     if sum(x is not None for x in (question, capture_path, terminal_report)) > 1:
         _fail("use only one of --question, --capture and --terminal-report")
-    if question is not None and model_name is None:
-        _fail("--question needs --model (provider/model)")
     try:
         index = load_index(index_dir)
         dag: Dag
@@ -93,7 +99,12 @@ def from_graphrag(
         elif question is not None:
             dag = asyncio.run(
                 _search(
-                    index, question, str(model_name), community_level, batch_tokens, save_capture
+                    index,
+                    question,
+                    open_model(model_name, base_url=base_url, cache=cache, threads=threads),
+                    community_level,
+                    batch_tokens,
+                    save_capture,
                 )
             )
         else:
@@ -109,19 +120,15 @@ def from_graphrag(
 
 
 async def _search(
-    index: object,
+    index: GraphRagIndex,
     question: str,
-    model_name: str,
+    model: Model,
     community_level: int,
     batch_tokens: int,
     save_capture: str | None,
 ) -> Dag:
-    from ..adapters.graphrag import GraphRagIndex
     from ..adapters.graphrag_search import GlobalSearchConfig, GlobalSearchError, global_search
-    from ..lm.registry import get_model
 
-    assert isinstance(index, GraphRagIndex)
-    model = get_model(model_name)
     try:
         res = await global_search(
             index,

@@ -6,9 +6,11 @@ import asyncio
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
+
+from .extract import model_options
 
 if TYPE_CHECKING:
     from ..lm.model import Model
@@ -28,13 +30,19 @@ def _read(path: str) -> str:
 
 
 def _run(
-    model_name: str | None, out_path: str, job: Callable[[Model], Awaitable[PipelineResult]]
+    model_args: dict[str, Any], out_path: str, job: Callable[[Model], Awaitable[PipelineResult]]
 ) -> None:
     from ..dag import save_dag
-    from ..lm.registry import get_model
     from ..pipelines import PipelineError
+    from .extract import open_model
 
-    model = get_model(model_name)
+    # Same model flags and cache behaviour as `veritrail verify` (re-runs cost nothing).
+    model = open_model(
+        model_args["model_name"],
+        base_url=model_args["base_url"],
+        cache=model_args["cache"],
+        threads=model_args["threads"],
+    )
 
     async def go() -> PipelineResult:
         try:
@@ -54,12 +62,6 @@ def _run(
     )
 
 
-_model_option = click.option(
-    "--model",
-    "model_name",
-    default=None,
-    help="provider/model (default: VERITRAIL_MODEL, else the embedded model).",
-)
 _out_option = click.option(
     "--out", "out_path", required=True, type=click.Path(dir_okay=False), help="DAG file to write."
 )
@@ -72,6 +74,12 @@ _chunk_option = click.option(
 )
 
 
+def _margs(
+    model_name: str | None, base_url: str | None, cache: str | None, threads: int | None
+) -> dict[str, Any]:
+    return {"model_name": model_name, "base_url": base_url, "cache": cache, "threads": threads}
+
+
 @click.group()
 def pipeline() -> None:
     """Run a reference pipeline that records its generation DAG (to verify its output)."""
@@ -80,7 +88,7 @@ def pipeline() -> None:
 @pipeline.command("summarize")
 @click.argument("book", type=click.Path(dir_okay=False, exists=True))
 @_out_option
-@_model_option
+@model_options
 @_chunk_option
 @click.option(
     "--context-tokens",
@@ -96,6 +104,9 @@ def summarize(
     book: str,
     out_path: str,
     model_name: str | None,
+    base_url: str | None,
+    cache: str | None,
+    threads: int | None,
     chunk_tokens: int,
     context_tokens: int,
     summary_words: int,
@@ -116,13 +127,17 @@ def summarize(
         )
     except ValueError as exc:
         _fail(str(exc))
-    _run(model_name, out_path, lambda m: summarize_hierarchical(text, m, cfg))
+    _run(
+        _margs(model_name, base_url, cache, threads),
+        out_path,
+        lambda m: summarize_hierarchical(text, m, cfg),
+    )
 
 
 @pipeline.command("incremental")
 @click.argument("book", type=click.Path(dir_okay=False, exists=True))
 @_out_option
-@_model_option
+@model_options
 @_chunk_option
 @click.option("--summary-words", type=int, default=300, show_default=True)
 @click.option("--max-output-tokens", type=int, default=600, show_default=True)
@@ -130,6 +145,9 @@ def incremental(
     book: str,
     out_path: str,
     model_name: str | None,
+    base_url: str | None,
+    cache: str | None,
+    threads: int | None,
     chunk_tokens: int,
     summary_words: int,
     max_output_tokens: int,
@@ -146,14 +164,18 @@ def incremental(
         )
     except ValueError as exc:
         _fail(str(exc))
-    _run(model_name, out_path, lambda m: summarize_incremental(text, m, cfg))
+    _run(
+        _margs(model_name, base_url, cache, threads),
+        out_path,
+        lambda m: summarize_incremental(text, m, cfg),
+    )
 
 
 @pipeline.command("qa")
 @click.argument("docs", nargs=-1, required=True, type=click.Path(dir_okay=False, exists=True))
 @click.option("--question", required=True, help="The question to answer from DOCS.")
 @_out_option
-@_model_option
+@model_options
 @_chunk_option
 @click.option(
     "--context-tokens",
@@ -168,6 +190,9 @@ def qa(
     question: str,
     out_path: str,
     model_name: str | None,
+    base_url: str | None,
+    cache: str | None,
+    threads: int | None,
     chunk_tokens: int,
     context_tokens: int,
     max_output_tokens: int,
@@ -184,4 +209,8 @@ def qa(
         )
     except ValueError as exc:
         _fail(str(exc))
-    _run(model_name, out_path, lambda m: answer_map_reduce(question, texts, m, cfg))
+    _run(
+        _margs(model_name, base_url, cache, threads),
+        out_path,
+        lambda m: answer_map_reduce(question, texts, m, cfg),
+    )
