@@ -232,3 +232,81 @@ def test_decomposition_queue_bounded_and_deduplicated(n_parts: int) -> None:
     assert "root" not in subs
     assert len(subs) == len(set(subs))
     assert len(asyncio.run(decompose_claim(D(), Claim("c", "root"), max_calls=2))) >= 1
+
+
+def test_fit_to_context_fills_only_unset_limits() -> None:
+    from veritrail.config import fit_to_context, model_context_window
+
+    class P:
+        n_ctx = 8192
+
+    assert model_context_window(P()) == 8192
+    cfg = fit_to_context(VerifyConfig(evidence_tokens_root=1000), 8192)
+    assert cfg.verdict_tokens == 8192 - 2048 and cfg.evidence_tokens_nonroot == 8192 - 2048
+    assert cfg.evidence_tokens_root == 1000
+    assert fit_to_context(VerifyConfig(), None) == VerifyConfig()
+
+
+def test_soft_prediction_samples_vote_on_sentences_and_verdicts() -> None:
+    """SPEC §4.6: k samples, a sentence counts with >= t votes, the verdict by vote, score = FS share."""
+    dag = _dag({"r1": 4})
+    replies = iter(
+        [
+            _sel([1, 2]),  # sample 0
+            _sel([2, 3]),  # sample 1
+            _sel([2]),  # sample 2 -> only id 2 has >= 2 votes
+        ]
+    )
+    verdicts = iter(["Fully Supported", "Fully Supported", "Not Fully Supported"])
+
+    def respond(messages: list[Message]) -> str:
+        p = messages[-1].content
+        if "Statement to split" in p:
+            return '{"parts": ["x"]}'
+        if "Evidence:" in p:
+            return json.dumps({"reasoning": "r", "verdict": next(verdicts)})
+        return next(replies)
+
+    fake = FakeProvider(responder=respond)
+    model = Model(fake)
+    cfg = VerifyConfig(samples=3, threshold=2)
+    res = asyncio.run(
+        verify_claim(
+            dag,
+            SentenceIndex(dag),
+            Claim("c", "x"),
+            lm_steps(model, sample_temperature=0.3),
+            cfg,
+            model=model,
+        )
+    )
+    it = res.iterations[0]
+    assert [(e.node_id, e.sentence_index) for e in it.evidence] == [("r1", 1)]
+    assert it.verdict.value == "Fully Supported" and res.score == 2 / 3
+    temps = sorted(c.config.temperature for c in fake.calls if "Excerpts" in c.prompt)
+    assert temps == [0.0, 0.3, 0.3]
+    assert sorted(c.config.sample_index for c in fake.calls if "Excerpts" in c.prompt) == [0, 1, 2]
+
+
+def test_soft_prediction_without_qualified_evidence_stops_with_no_verdict() -> None:
+    dag = _dag({"r1": 4})
+    picks = iter([_sel([1]), _sel([2]), _sel([3])])
+
+    def respond(messages: list[Message]) -> str:
+        if "Statement to split" in messages[-1].content:
+            return '{"parts": ["x"]}'
+        return next(picks)
+
+    model = Model(FakeProvider(responder=respond))
+    res = asyncio.run(
+        verify_claim(
+            dag,
+            SentenceIndex(dag),
+            Claim("c", "x"),
+            lm_steps(model),
+            VerifyConfig(samples=3, threshold=2),
+            model=model,
+        )
+    )
+    assert res.verdict is None and res.termination.value == "no_qualified_evidence"
+    assert res.iterations == ()

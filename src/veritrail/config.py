@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,3 +36,35 @@ class VerifyConfig:
             raise ValueError("threshold must be between 1 and samples")
         if self.max_compression_reruns < 0 or self.max_decomposition_calls < 0:
             raise ValueError("rerun and call limits must be >= 0")
+
+
+def fit_to_context(config: VerifyConfig, context_window: int | None) -> VerifyConfig:
+    """Fill unset token limits from a model's context window (e.g. the embedded model's 8,192).
+
+    The verdict prompt must fit in one call (SPEC §4.3), so with no explicit `verdict_tokens` a
+    model with a known window gets one: the window less room for the instructions, the claim and
+    the reply (an eighth of the window, at least 2,048 tokens). Evidence prompts get the same cap
+    unless their own limits are set. Explicit limits are never changed.
+    """
+    if not context_window:
+        return config
+    room = max(256, context_window - max(2048, context_window // 8))
+    return replace(
+        config,
+        verdict_tokens=config.verdict_tokens if config.verdict_tokens is not None else room,
+        evidence_tokens_root=config.evidence_tokens_root
+        if config.evidence_tokens_root is not None
+        else room,
+        evidence_tokens_nonroot=(
+            config.evidence_tokens_nonroot if config.evidence_tokens_nonroot is not None else room
+        ),
+    )
+
+
+def model_context_window(provider: object) -> int | None:
+    """The context window a provider declares (`context_window` or llama.cpp's `n_ctx`), if any."""
+    for attr in ("context_window", "n_ctx"):
+        value = getattr(provider, attr, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None

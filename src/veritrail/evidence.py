@@ -178,9 +178,12 @@ def _selection(value: Any) -> tuple[list[str | int], str]:
 class LMEvidenceSelector:
     """The default selector: one model call per batch."""
 
-    def __init__(self, model: Model, temperature: float = 0.0) -> None:
+    def __init__(
+        self, model: Model, temperature: float = 0.0, sample_temperature: float = 0.2
+    ) -> None:
         self.model = model
         self.temperature = temperature
+        self.sample_temperature = sample_temperature
 
     async def select(
         self, claim: Claim, subclaims: Sequence[str], batch: EvidenceBatch, *, sample: int = 0
@@ -194,7 +197,7 @@ class LMEvidenceSelector:
             subclaims=fence(format_subclaims(subclaims), "sub-claims"),
         )
         cfg = GenerateConfig(
-            temperature=self.temperature if sample == 0 else max(self.temperature, 0.2),
+            temperature=self.temperature if sample == 0 else self.sample_temperature,
             sample_index=sample,
         )
         res = await self.model.generate_json(

@@ -50,9 +50,17 @@ class StepFailure(RuntimeError):
     """A step could not produce a usable answer for this claim (recorded, not raised to the run)."""
 
 
-def lm_steps(model: Model) -> Steps:
-    """The default LM-based steps over one model."""
-    return Steps(LMDecomposer(model), LMEvidenceSelector(model), LMVerdictGenerator(model))
+def lm_steps(model: Model, *, sample_temperature: float = 0.2) -> Steps:
+    """The default LM-based steps over one model.
+
+    Hard prediction calls run at temperature 0; soft-prediction samples (SPEC §4.6) at
+    `sample_temperature`.
+    """
+    return Steps(
+        LMDecomposer(model),
+        LMEvidenceSelector(model, sample_temperature=sample_temperature),
+        LMVerdictGenerator(model, sample_temperature=sample_temperature),
+    )
 
 
 class _ClaimState:

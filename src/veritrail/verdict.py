@@ -52,9 +52,12 @@ def render_evidence(evidence: Sequence[VerdictInput]) -> str:
 class LMVerdictGenerator:
     """The default judge: one model call over the assembled evidence."""
 
-    def __init__(self, model: Model, temperature: float = 0.0) -> None:
+    def __init__(
+        self, model: Model, temperature: float = 0.0, sample_temperature: float = 0.2
+    ) -> None:
         self.model = model
         self.temperature = temperature
+        self.sample_temperature = sample_temperature
 
     async def judge(
         self,
@@ -71,7 +74,7 @@ class LMVerdictGenerator:
             subclaims=fence(format_subclaims(subclaims), "sub-claims"),
         )
         cfg = GenerateConfig(
-            temperature=self.temperature if sample == 0 else max(self.temperature, 0.2),
+            temperature=self.temperature if sample == 0 else self.sample_temperature,
             sample_index=sample,
         )
         res = await self.model.generate_json(

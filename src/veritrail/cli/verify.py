@@ -275,7 +275,7 @@ def _steps(job: Job, model: Model | None) -> Steps:
         except OracleError as exc:
             fail(str(exc))
     assert model is not None
-    return lm_steps(model)
+    return lm_steps(model, sample_temperature=job.settings.sample_temperature)
 
 
 async def _open_store(job: Job, model: Model | None) -> RunStore:
@@ -328,8 +328,12 @@ async def run_job(job: Job, progress: ProgressReporter, state: _RunState) -> dic
 
     if job.settings.prompt_dir:
         set_prompt_dir(job.settings.prompt_dir)
+    from ..config import fit_to_context, model_context_window
+
     config = job.settings.verify_config()
     model = None if job.oracle_path else _build_model(job)
+    if model is not None:
+        config = fit_to_context(config, model_context_window(model.provider))
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     _cancel_on_sigterm()
