@@ -16,9 +16,12 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -104,6 +107,41 @@ def real_corpora(data: Path) -> dict[str, list[str]]:
     return out
 
 
+def compare(rev: str, data: Path) -> None:
+    """Throughput and WiCE agreement of `split_sentences` at a git revision (same corpora)."""
+    global split_sentences
+    repo = Path(__file__).resolve().parents[1]
+    src = subprocess.run(
+        ["git", "-C", str(repo), "show", f"{rev}:src/veritrail/segment.py"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    path = Path(tempfile.mkdtemp()) / "segment_at_rev.py"
+    path.write_text(src, encoding="utf-8")
+    # Loaded as a module of the installed package, so its relative imports resolve.
+    spec = importlib.util.spec_from_file_location("veritrail._segment_at_rev", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    current = split_sentences
+    split_sentences = mod.split_sentences
+    try:
+        split_sentences("Warm up. Loads the bundled Punkt parameters.")
+        print(
+            f"split_sentences at {rev} (best of {REPEAT}; load average {os.getloadavg()[0]:.1f}):"
+        )
+        for name, texts in real_corpora(data).items():
+            throughput(name, texts)
+        articles = wice_texts(data)
+        for joiner in (" ", "\n"):
+            if articles:
+                wice_agreement(articles, joiner)
+    finally:
+        split_sentences = current
+
+
 def main(argv: list[str] | None = None) -> None:
     """Command line: see the module docstring."""
     ap = argparse.ArgumentParser(description=__doc__)
@@ -111,7 +149,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared/data"
     )
+    ap.add_argument(
+        "--compare-ref",
+        metavar="REV",
+        help="also measure segment.py as it was at this git revision",
+    )
     a = ap.parse_args(argv)
+    if a.compare_ref:
+        compare(a.compare_ref, a.data)
 
     t0 = time.perf_counter()
     split_sentences("Warm up. Loads the bundled Punkt parameters.")
