@@ -319,3 +319,47 @@ def test_config_rejects_bad_values() -> None:
         ExtractionConfig(similarity_threshold=0.0)
     with pytest.raises(ValueError):
         ExtractionConfig(max_parallel=0)
+
+
+BOOOOKSCORE = Path(__file__).resolve().parents[2] / "shared" / "data" / "booookscore"
+
+
+@pytest.mark.embedded
+@pytest.mark.slow
+async def test_embedded_model_over_a_real_final_summary() -> None:
+    """Structure only: the small model's answers are not the point, the plumbing is."""
+    pytest.importorskip("xllamacpp")
+    registry = pytest.importorskip("veritrail.lm.registry")
+    source = BOOOOKSCORE / "claude-88000-hier.json"
+    if not source.is_file():
+        pytest.skip("shared/data/booookscore is not beside the checkout")
+    summary = json.loads(source.read_text(encoding="utf-8"))["a-day-of-fallen-night.epub"][
+        "final_summary"
+    ]
+    # The first two sentences of a real final summary keep the run to a few dozen seconds.
+    text = " ".join(text_sentences(summary)[:2])
+    model = registry.get_model("local/smollm2-135m", cache=False)
+    try:
+        res = await extract(
+            model, text, config=ExtractionConfig(context_before=1, context_after=0, max_tokens=200)
+        )
+    finally:
+        await model.aclose()
+    assert res.sentences == tuple(text_sentences(text)) and len(res.sentences) == 2
+    assert [t.index for t in res.trace] == [0, 1]
+    assert all(isinstance(t.outcome, SentenceOutcome) for t in res.trace)
+    for t in res.trace:
+        # Claims exist exactly for sentences that reached the end; failures keep their reply.
+        assert bool(t.claims) == (t.outcome is SentenceOutcome.CLAIMS)
+        if t.outcome is SentenceOutcome.ERROR:
+            assert t.error
+    assert [c.id for c in res.claims] == [f"c{i}" for i in range(1, len(res.claims) + 1)]
+    for c in res.claims:
+        assert c.text.strip() and c.sentence_indices
+        assert all(
+            0 <= i < 2 and res.trace[i].outcome is SentenceOutcome.CLAIMS
+            for i in c.sentence_indices
+        )
+    per_step = model.usage.per_step()
+    assert per_step["claim_selection"].lm_calls >= 2
+    assert all(cost.input_tokens > 0 for cost in per_step.values())

@@ -130,7 +130,8 @@ def test_lenient_tree_shapes() -> None:
     assert tree_paths(parse_tree(as_string)) == [("T", "B", "d")]
     several = parse_tree([{"text": "A", "children": ["a1"]}, "B"])
     assert several.text == "" and tree_paths(several) == [("A", "a1"), ("B",)]
-    for bad in ({"tree": "just prose"}, {"tree": {}}, {"tree": []}, None):
+    copied = {"tree": {"text": "<central subject>", "children": ["<specific fact>"]}}
+    for bad in ({"tree": "just prose"}, {"tree": {}}, {"tree": []}, None, copied):
         with pytest.raises(TreeError):
             parse_tree(bad)
     deep: dict[str, object] = {"text": "x", "children": []}
@@ -419,3 +420,50 @@ def test_detect_cli_attaches_its_result_to_a_veritrail_report(tmp_path: Path) ->
 
     assert "g2l" in EXTRA_SECTION_KEYS
     assert "It was described in 2015" in render_html(doc)
+
+
+WICE_DEV = (
+    Path(__file__).resolve().parents[2]
+    / "shared"
+    / "data"
+    / "wice"
+    / "data"
+    / "entailment_retrieval"
+    / "claim"
+    / "dev.jsonl"
+)
+
+
+@pytest.mark.embedded
+@pytest.mark.slow
+async def test_embedded_model_on_a_wice_claim() -> None:
+    """Structure only, on a real WiCE claim with a slice of its cited article as the reference."""
+    pytest.importorskip("xllamacpp")
+    registry = pytest.importorskip("veritrail.lm.registry")
+    if not WICE_DEV.is_file():
+        pytest.skip("shared/data/wice is not beside the checkout")
+    row = json.loads(WICE_DEV.read_text(encoding="utf-8").splitlines()[0])
+    reference = " ".join(row["evidence"][5:18])  # the gold supporting sentences and around them
+    model = registry.get_model("local/smollm2-135m", cache=False)
+    try:
+        out = await g2l_claim(
+            model,
+            Claim("w0", row["claim"]),
+            [reference],
+            G2LConfig(tree_max_tokens=400, check_max_tokens=150, max_parallel=1),
+        )
+    finally:
+        await model.aclose()
+    res = out.result
+    report = json.loads(json.dumps(g2l_report(res, model=model.name)))
+    assert report["status"] == res.status.value and report["reference_chunks"] == 1
+    if res.tree is None:
+        assert res.status is G2LStatus.TREE_FAILED and res.tree_error and res.tree_raw
+        assert res.tree_attempts == 2 and out.verdict is None
+        return
+    assert [p.nodes for p in res.paths] == tree_paths(res.tree)
+    assert len(res.paths) == len(res.tree.leaves())
+    assert all(p.supported in (True, False, None) and p.chunks_checked <= 1 for p in res.paths)
+    assert res.status is aggregate(res.paths)
+    assert out.verdict in (Verdict.FULLY_SUPPORTED, Verdict.NOT_FULLY_SUPPORTED, None)
+    assert model.usage.per_step()["g2l_check"].lm_calls >= len(res.paths)

@@ -108,7 +108,7 @@ class ExtractionConfig:
     context_after: int = DEFAULT_CONTEXT_AFTER
     similarity_threshold: float = DEFAULT_SIMILARITY
     max_parallel: int | None = 16
-    max_tokens: int | None = 512
+    max_tokens: int | None = 384
 
     def __post_init__(self) -> None:
         if self.context_before < 0 or self.context_after < 0:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -251,6 +252,13 @@ def _nodes(value: Any, depth: int, limit: int) -> list[TreeNode]:
     raise TreeError(f"unexpected JSON value in tree: {type(value).__name__}")
 
 
+_PLACEHOLDER = re.compile(r"<[^<>]{1,40}>")
+
+
+def _texts(node: TreeNode) -> list[str]:
+    return [node.text, *(t for c in node.children for t in _texts(c))]
+
+
 def parse_tree(value: Any, *, max_depth: int = 8, max_nodes: int = 300) -> TreeNode:
     """Read a tree from a decoded reply, leniently; raise `TreeError` when there is none.
 
@@ -272,6 +280,11 @@ def parse_tree(value: Any, *, max_depth: int = 8, max_nodes: int = 300) -> TreeN
     tops = _nodes(value, 1, max_depth)
     if not tops:
         raise TreeError("the tree is empty")
+    if any(_PLACEHOLDER.fullmatch(t) for n in tops for t in _texts(n)):
+        # Weak models copy the shape shown in the prompt verbatim; that is no tree of the text.
+        raise TreeError(
+            "the tree repeats the format's <placeholders> instead of the text's content"
+        )
     root = tops[0] if len(tops) == 1 else TreeNode("", tuple(tops))
     if root.size() > max_nodes:
         raise TreeError(f"tree has {root.size()} nodes, more than {max_nodes}")
