@@ -17,11 +17,10 @@ from typing import Any
 
 from .config import VerifyConfig
 from .dag import Dag
-from .lm.model import Model
 from .prompting import fence, load_prompt
 from .records import Claim, SelectionIssue, SentenceRef, Summary
 from .segment import SentenceIndex
-from .steps import EvidenceBatch, EvidenceSelector, Excerpt, ExcerptSentence, RawSelection
+from .steps import EvidenceBatch, EvidenceSelector, Excerpt, ExcerptSentence, LMStep, RawSelection
 from .subclaims import format_subclaims
 from .tokens import estimate_tokens
 
@@ -175,31 +174,19 @@ def _selection(value: Any) -> tuple[list[str | int], str]:
     return ids, text
 
 
-class LMEvidenceSelector:
+class LMEvidenceSelector(LMStep):
     """The default selector: one model call per batch."""
-
-    def __init__(
-        self, model: Model, temperature: float = 0.0, sample_temperature: float = 0.2
-    ) -> None:
-        self.model = model
-        self.temperature = temperature
-        self.sample_temperature = sample_temperature
 
     async def select(
         self, claim: Claim, subclaims: Sequence[str], batch: EvidenceBatch, *, sample: int = 0
     ) -> RawSelection:
         """Ask the model for the ids of evidence sentences in `batch`."""
-        from .lm.base import GenerateConfig
-
         messages = load_prompt("evidence").render(
             excerpts=render_excerpts(batch),
             claim=fence(claim.text, "claim"),
             subclaims=fence(format_subclaims(subclaims), "sub-claims"),
         )
-        cfg = GenerateConfig(
-            temperature=self.temperature if sample == 0 else self.sample_temperature,
-            sample_index=sample,
-        )
+        cfg = self.sample_config(sample)
         res = await self.model.generate_json(
             messages, schema=_SELECTION_SCHEMA, step=STEP, validate=_selection, config=cfg
         )

@@ -13,6 +13,7 @@ import inspect
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 
 from .config import VerifyConfig
 from .dag import Dag
@@ -251,35 +252,18 @@ async def _verify_one(
 
 
 def _with_cost(result: ClaimResult, per_step: dict[str, StepCost], wall: float) -> ClaimResult:
-    total = StepCost()
-    for c in per_step.values():
-        total = total + c
-    cost = Cost(
+    total = sum(per_step.values(), StepCost())
+    cost = replace(
+        result.cost,
         lm_calls=total.lm_calls,
         cached_calls=total.cached_calls,
         input_tokens=total.input_tokens,
         output_tokens=total.output_tokens,
         dollars=total.dollars,
-        nodes_read=result.cost.nodes_read,
-        nodes_read_share=result.cost.nodes_read_share,
         wall_seconds=wall,
         per_step=per_step,
     )
-    return ClaimResult(
-        claim=result.claim,
-        subclaims=result.subclaims,
-        verdict=result.verdict,
-        reasoning=result.reasoning,
-        termination=result.termination,
-        iterations=result.iterations,
-        provenance=result.provenance,
-        error_stages=result.error_stages,
-        error_stage_status=result.error_stage_status,
-        cost=cost,
-        error=result.error,
-        issues=result.issues,
-        score=result.score,
-    )
+    return replace(result, cost=cost)
 
 
 def _failed(claim: Claim, message: str, dag: Dag) -> ClaimResult:

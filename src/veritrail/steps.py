@@ -11,9 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from .records import Claim, Verdict
+
+if TYPE_CHECKING:
+    from .lm.base import GenerateConfig
+    from .lm.model import Model
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,3 +129,28 @@ class Steps:
     decomposer: Decomposer
     selector: EvidenceSelector
     judge: VerdictGenerator
+
+
+class LMStep:
+    """What the LM-based steps share: a model, and temperatures for hard and sampled calls.
+
+    Hard prediction calls run at `temperature`; soft-prediction samples (SPEC §4.6, `sample` > 0
+    or any sample when k > 1) at `sample_temperature`, with the sample index in the cache key so
+    the k samples are k different calls.
+    """
+
+    def __init__(
+        self, model: Model, temperature: float = 0.0, sample_temperature: float = 0.2
+    ) -> None:
+        self.model = model
+        self.temperature = temperature
+        self.sample_temperature = sample_temperature
+
+    def sample_config(self, sample: int) -> GenerateConfig:
+        """The request parameters for sample number `sample` (0 = the hard-prediction call)."""
+        from .lm.base import GenerateConfig
+
+        return GenerateConfig(
+            temperature=self.temperature if sample == 0 else self.sample_temperature,
+            sample_index=sample,
+        )

@@ -12,12 +12,10 @@ from typing import Any
 
 from .config import VerifyConfig
 from .dag import Dag
-from .lm.base import GenerateConfig
-from .lm.model import Model
 from .prompting import fence, load_prompt
 from .records import Claim, SentenceRef, Summary, Verdict
 from .segment import SentenceIndex, split_sentences
-from .steps import VerdictGenerator, VerdictInput, VerdictOutcome
+from .steps import LMStep, VerdictGenerator, VerdictInput, VerdictOutcome
 from .subclaims import format_subclaims
 from .tokens import estimate_tokens
 
@@ -49,15 +47,8 @@ def render_evidence(evidence: Sequence[VerdictInput]) -> str:
     return "\n\n".join(blocks)
 
 
-class LMVerdictGenerator:
+class LMVerdictGenerator(LMStep):
     """The default judge: one model call over the assembled evidence."""
-
-    def __init__(
-        self, model: Model, temperature: float = 0.0, sample_temperature: float = 0.2
-    ) -> None:
-        self.model = model
-        self.temperature = temperature
-        self.sample_temperature = sample_temperature
 
     async def judge(
         self,
@@ -73,10 +64,7 @@ class LMVerdictGenerator:
             claim=fence(claim.text, "claim"),
             subclaims=fence(format_subclaims(subclaims), "sub-claims"),
         )
-        cfg = GenerateConfig(
-            temperature=self.temperature if sample == 0 else self.sample_temperature,
-            sample_index=sample,
-        )
+        cfg = self.sample_config(sample)
         res = await self.model.generate_json(
             messages, schema=_VERDICT_SCHEMA, step=STEP, validate=_verdict, config=cfg
         )
