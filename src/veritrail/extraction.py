@@ -300,27 +300,23 @@ async def _process_sentence(
         selection_reason=sel.value.reason,
     )
     if dis.value is None:
-        return _replace(base, error=f"disambiguation: {dis.error}", raw=dis.raw)
-    base = _replace(
+        return replace(base, error=f"disambiguation: {dis.error}", raw=dis.raw)
+    base = replace(
         base,
         disambiguation=dis.value.status,
         disambiguation_reason=dis.value.reason,
     )
     if dis.value.status is Disambiguation.UNRESOLVABLE:
-        return _replace(base, outcome=SentenceOutcome.UNRESOLVABLE)
-    base = _replace(base, disambiguated=dis.value.text)
+        return replace(base, outcome=SentenceOutcome.UNRESOLVABLE)
+    base = replace(base, disambiguated=dis.value.text)
     try:
         parts = await decompose(model, dis.value.text, decomposition_context(w.before, question))
     except DecompositionError as exc:
-        return _replace(base, error=f"decomposition: {exc}", raw=exc.raw)
+        return replace(base, error=f"decomposition: {exc}", raw=exc.raw)
     claims = _dedupe_in_order(p.strip() for p in parts if p and p.strip())
     if not claims:
-        return _replace(base, outcome=SentenceOutcome.NO_CLAIMS)
-    return _replace(base, outcome=SentenceOutcome.CLAIMS, claims=tuple(claims))
-
-
-def _replace(t: SentenceTrace, **changes: Any) -> SentenceTrace:
-    return replace(t, **changes)
+        return replace(base, outcome=SentenceOutcome.NO_CLAIMS)
+    return replace(base, outcome=SentenceOutcome.CLAIMS, claims=tuple(claims))
 
 
 def _dedupe_in_order(items: Iterable[str]) -> list[str]:
