@@ -75,6 +75,13 @@ def _fail(message: str, code: int = 2) -> NoReturn:
     help="RAG embeddings (hashing = lexical fallback, not semantic).",
 )
 @click.option(
+    "--max-decomposition-calls",
+    type=int,
+    default=20,
+    show_default=True,
+    help="VeriTrail: sub-claim decomposition calls per claim (SPEC §4.1).",
+)
+@click.option(
     "--direct-budget",
     type=int,
     default=None,
@@ -123,6 +130,7 @@ def eval_cmd(
     samples: int,
     threshold: int,
     embedder: str,
+    max_decomposition_calls: int,
     direct_budget: int | None,
     seed: int,
     bootstrap: int,
@@ -154,7 +162,12 @@ def eval_cmd(
         click.echo(f"{len(ds.items)} items, {ds.n_claims} claims written to {save_dataset}")
         return
     try:
-        base = VerifyConfig(q=default_q, samples=samples, threshold=threshold)
+        base = VerifyConfig(
+            q=default_q,
+            samples=samples,
+            threshold=threshold,
+            max_decomposition_calls=max_decomposition_calls,
+        )
     except ValueError as exc:
         _fail(str(exc))
 
