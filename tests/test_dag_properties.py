@@ -132,6 +132,7 @@ KINDS = [
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=str)
+@settings(max_examples=40)  # x 8 kinds
 @given(recs=valid_dags(min_nodes=2), seed=st.integers(0, 2**16))
 def test_corruption_is_rejected_with_its_code(kind: ProblemCode, recs: Records, seed: int) -> None:
     bad, culprit = _corrupt(recs, kind, random.Random(seed))
