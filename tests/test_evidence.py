@@ -310,3 +310,30 @@ def test_soft_prediction_without_qualified_evidence_stops_with_no_verdict() -> N
     )
     assert res.verdict is None and res.termination.value == "no_qualified_evidence"
     assert res.iterations == ()
+
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@given(
+    sizes=st.lists(st.integers(1, 30), min_size=1, max_size=12),
+    limit=st.integers(1, 25),
+    tok=st.one_of(st.none(), st.integers(1, 40)),
+)
+def test_batching_covers_every_sentence_once_within_limits(
+    sizes: list[int], limit: int, tok: int | None
+) -> None:
+    items = _items({f"n{i}": n for i, n in enumerate(sizes)})
+    batches = make_batches(items, is_root=False, max_sentences=limit, max_tokens=tok)
+    seen = [(e.node_id, s.sentence_index) for b in batches for e in b.excerpts for s in e.sentences]
+    assert seen == [(nid, i) for nid, sents in items for i, _ in sents]  # all, once, in order
+    for b in batches:
+        assert 1 <= b.size <= limit
+        assert [s.prompt_id for e in b.excerpts for s in e.sentences] == list(range(1, b.size + 1))
+        if tok is not None and b.size > 1:
+            from veritrail.tokens import estimate_tokens
+
+            assert sum(estimate_tokens(s.text) for e in b.excerpts for s in e.sentences) <= tok
+    ends = [e.node_id for b in batches for e in b.excerpts if e.ends_node]
+    assert ends == [nid for nid, _ in items]  # exactly one excerpt ends each node

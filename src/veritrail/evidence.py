@@ -72,15 +72,17 @@ def make_batches(
             close()
         while pending:
             room = max_sentences - cur_n
-            take: list[tuple[int, str]] = []
-            for idx, text in pending:
-                t = estimate_tokens(text)
-                if len(take) >= room or (
-                    max_tokens is not None and (cur_tok + t > max_tokens) and (take or cur)
-                ):
-                    break
-                take.append((idx, text))
-                cur_tok += t
+            if max_tokens is None:
+                # No token limit: a slice, with no per-sentence estimate (hot path at scale).
+                take = pending[:room]
+            else:
+                take = []
+                for idx, text in pending[:room]:
+                    t = estimate_tokens(text)
+                    if cur_tok + t > max_tokens and (take or cur):
+                        break
+                    take.append((idx, text))
+                    cur_tok += t
             if not take:
                 close()
                 continue
@@ -254,7 +256,8 @@ async def select_over(
         issues.extend(iss)
     # Node order follows the DAG's stage (later first) then id, so reports are stable.
     order = sorted(with_ev, key=lambda n: (-dag.stage(n), n))
-    evidence.sort(key=lambda r: (order.index(r.node_id), r.sentence_index))
+    rank = {n: i for i, n in enumerate(order)}
+    evidence.sort(key=lambda r: (rank[r.node_id], r.sentence_index))
     return RoundEvidence(
         tuple(dict.fromkeys(evidence)),
         tuple(summaries),
