@@ -18,8 +18,8 @@ from veritrail.loop import lm_steps, verify_claim
 from veritrail.segment import SentenceIndex
 
 
-def _items(sizes: dict[str, int]) -> list[tuple[str, list[tuple[int, str]]]]:
-    return [(nid, [(i, f"s{i} of {nid}.") for i in range(n)]) for nid, n in sizes.items()]
+def _items(sizes: dict[str, int]) -> list[tuple[str, range, list[str]]]:
+    return [(nid, range(n), [f"s{i} of {nid}." for i in range(n)]) for nid, n in sizes.items()]
 
 
 def test_batches_respect_the_sentence_limit_and_split_big_nodes() -> None:
@@ -327,7 +327,7 @@ def test_batching_covers_every_sentence_once_within_limits(
     items = _items({f"n{i}": n for i, n in enumerate(sizes)})
     batches = make_batches(items, is_root=False, max_sentences=limit, max_tokens=tok)
     seen = [(e.node_id, s.sentence_index) for b in batches for e in b.excerpts for s in e.sentences]
-    assert seen == [(nid, i) for nid, sents in items for i, _ in sents]  # all, once, in order
+    assert seen == [(nid, i) for nid, idx, _ in items for i in idx]  # all, once, in order
     for b in batches:
         assert 1 <= b.size <= limit
         assert [s.prompt_id for e in b.excerpts for s in e.sentences] == list(range(1, b.size + 1))
@@ -336,4 +336,4 @@ def test_batching_covers_every_sentence_once_within_limits(
 
             assert sum(estimate_tokens(s.text) for e in b.excerpts for s in e.sentences) <= tok
     ends = [e.node_id for b in batches for e in b.excerpts if e.ends_node]
-    assert ends == [nid for nid, _ in items]  # exactly one excerpt ends each node
+    assert ends == [nid for nid, _, _ in items]  # exactly one excerpt ends each node

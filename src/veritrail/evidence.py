@@ -38,8 +38,9 @@ _SELECTION_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-# A node's sentences as (sentence index, text) pairs: the full node, or a subset (compression).
-NodeSentences = tuple[str, Sequence[tuple[int, str]]]
+# A node's sentences to batch: (node id, sentence indices, texts) — the whole node (indices a
+# range, texts the run's cached tuple: nothing is copied) or a subset (compression reruns).
+NodeSentences = tuple[str, Sequence[int], Sequence[str]]
 
 
 def make_batches(
@@ -65,42 +66,39 @@ def make_batches(
             batches.append(EvidenceBatch(tuple(cur)))
         cur, cur_n, cur_tok = [], 0, 0
 
-    for node_id, sents in items:
-        pending = list(sents)
+    for node_id, indices, texts in items:
+        pos = 0
+        n = len(indices)
         # Start a fresh prompt if the node would fit whole there but not in the current one.
-        if cur and cur_n + len(pending) > max_sentences and len(pending) <= max_sentences:
+        if cur and cur_n + n > max_sentences and n <= max_sentences:
             close()
-        while pending:
+        while pos < n:
             room = max_sentences - cur_n
-            if max_tokens is None:
-                # No token limit: a slice, with no per-sentence estimate (hot path at scale).
-                take = pending[:room]
-            else:
-                take = []
-                for idx, text in pending[:room]:
-                    t = estimate_tokens(text)
-                    if cur_tok + t > max_tokens and (take or cur):
+            end = min(n, pos + room)
+            if max_tokens is not None:
+                for k in range(pos, end):
+                    t = estimate_tokens(texts[k])
+                    if cur_tok + t > max_tokens and (k > pos or cur):
+                        end = k
                         break
-                    take.append((idx, text))
                     cur_tok += t
-            if not take:
+            if end == pos:
                 close()
                 continue
-            start = cur_n + 1
             cur.append(
                 Excerpt(
                     label=len(cur) + 1,
                     node_id=node_id,
                     is_root=is_root,
-                    sentences=tuple(
-                        ExcerptSentence(start + k, idx, text) for k, (idx, text) in enumerate(take)
-                    ),
-                    ends_node=len(take) == len(pending),
+                    first_id=cur_n + 1,
+                    indices=indices[pos:end],
+                    texts=texts[pos:end],
+                    ends_node=end == n,
                 )
             )
-            cur_n += len(take)
-            pending = pending[len(take) :]
-            if pending:
+            cur_n += end - pos
+            pos = end
+            if pos < n:
                 close()
     close()
     return batches
@@ -118,9 +116,7 @@ def validate_ids(
     Returns (selected, dropped): selected in prompt-id order without duplicates; dropped holds the
     textual form of every id (or id inside a range) that was not assigned in this prompt.
     """
-    by_id: dict[int, tuple[Excerpt, ExcerptSentence]] = {
-        s.prompt_id: (e, s) for e in batch.excerpts for s in e.sentences
-    }
+    n = batch.size  # prompt ids are 1..n without gaps
     chosen: set[int] = set()
     dropped: list[str] = []
     for raw in raw_ids:
@@ -128,31 +124,32 @@ def validate_ids(
             dropped.append(str(raw))
             continue
         if isinstance(raw, int):
-            (chosen.add(raw) if raw in by_id else dropped.append(str(raw)))
+            (chosen.add(raw) if 1 <= raw <= n else dropped.append(str(raw)))
             continue
         s = str(raw)
         m = _RANGE.match(s)
         if m:
             lo, hi = sorted((int(m.group(1)), int(m.group(2))))
-            known = [i for i in by_id if lo <= i <= hi]
+            known = range(max(lo, 1), min(hi, n) + 1)
             chosen.update(known)
             n_unknown = (hi - lo + 1) - len(known)
             if n_unknown:
                 dropped.append(f"{s} ({n_unknown} unassigned)")
             continue
         m = _SINGLE.match(s)
-        if m and int(m.group(1)) in by_id:
+        if m and 1 <= int(m.group(1)) <= n:
             chosen.add(int(m.group(1)))
         else:
             dropped.append(s)
-    return [by_id[i] for i in sorted(chosen)], dropped
+    located = (batch.locate(i) for i in sorted(chosen))
+    return [loc for loc in located if loc is not None], dropped
 
 
 def render_excerpts(batch: EvidenceBatch) -> str:
     """The excerpts of a prompt: one fenced block per excerpt, each sentence prefixed by its id."""
     blocks = []
     for e in batch.excerpts:
-        body = "\n".join(f"[{s.prompt_id}] {s.text}" for s in e.sentences)
+        body = "\n".join(f"[{e.first_id + k}] {t}" for k, t in enumerate(e.texts))
         blocks.append(fence(body, f"excerpt {e.label}"))
     return "\n\n".join(blocks)
 
@@ -277,9 +274,14 @@ async def _select_batch(
 ) -> tuple[
     list[tuple[Excerpt, ExcerptSentence]], list[Summary], list[str], list[SelectionIssue], bool
 ]:
-    raws = await asyncio.gather(
-        *(selector.select(claim, subclaims, batch, sample=k) for k in range(config.samples))
-    )
+    if config.samples == 1:
+        raws = [await selector.select(claim, subclaims, batch)]
+    else:
+        raws = list(
+            await asyncio.gather(
+                *(selector.select(claim, subclaims, batch, sample=k) for k in range(config.samples))
+            )
+        )
     dropped: list[str] = []
     issues: list[SelectionIssue] = []
     votes: Counter[int] = Counter()
@@ -295,7 +297,7 @@ async def _select_batch(
         dropped.extend(drop)
         issues.extend(SelectionIssue("unknown_id", d) for d in drop)
     keep = {pid for pid, n in votes.items() if n >= config.threshold}
-    by_id = {s.prompt_id: (e, s) for e in batch.excerpts for s in e.sentences}
+    by_id = {s.prompt_id: (e, s) for picked in picks for e, s in picked}
     picked_final = [by_id[i] for i in sorted(keep)]
     nodes = list(dict.fromkeys(e.node_id for e, _ in picked_final))
     summaries: list[Summary] = []
@@ -316,4 +318,8 @@ async def _select_batch(
 
 def node_items(sentences: SentenceIndex, node_ids: Iterable[str]) -> list[NodeSentences]:
     """Full-node items for batching."""
-    return [(nid, list(enumerate(sentences.sentences(nid)))) for nid in node_ids]
+    out: list[NodeSentences] = []
+    for nid in node_ids:
+        texts = sentences.sentences(nid)
+        out.append((nid, range(len(texts)), texts))
+    return out

@@ -136,14 +136,16 @@ async def _verify_one(
                 and evidence
             ):
                 reruns += 1
-                by_node: dict[str, list[tuple[int, str]]] = {}
+                by_node: dict[str, tuple[list[int], list[str]]] = {}
                 for r in evidence:
-                    by_node.setdefault(r.node_id, []).append((r.sentence_index, r.text))
-                items = list(by_node.items())
+                    idx, txt = by_node.setdefault(r.node_id, ([], []))
+                    idx.append(r.sentence_index)
+                    txt.append(r.text)
+                items = [(n, idx, txt) for n, (idx, txt) in by_node.items()]
                 comp = await select_over(
                     dag,
-                    [(n, s) for n, s in items if dag.is_root(n)],
-                    [(n, s) for n, s in items if not dag.is_root(n)],
+                    [it for it in items if dag.is_root(it[0])],
+                    [it for it in items if not dag.is_root(it[0])],
                     claim,
                     subclaims,
                     steps.selector,

@@ -132,13 +132,12 @@ class Oracle:
             wanted = ans.evidence.get(e.node_id)
             if not wanted:
                 continue
-            present = {s.sentence_index: s.prompt_id for s in e.sentences}
-            picked = [present[i] for i in wanted if i in present]
+            picked = [pid for i in wanted if (pid := e.prompt_id(i)) is not None]
             ids.extend(picked)
             # Indices beyond the node's last sentence are reported once, by the excerpt that ends
             # the node, so that the engine drops and records them like invented ids.
-            if e.ends_node and e.sentences:
-                last = e.sentences[-1].sentence_index
+            if e.ends_node and len(e):
+                last = e.indices[-1]
                 ids.extend(f"{e.node_id}#{i}" for i in wanted if i > last)
             if picked and e.node_id in ans.summaries:
                 node_summaries.append((e.node_id, ans.summaries[e.node_id]))

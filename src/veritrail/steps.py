@@ -31,26 +31,67 @@ class ExcerptSentence:
 
 @dataclass(frozen=True, slots=True)
 class Excerpt:
-    """One node's text (or a slice of it, for nodes larger than a batch) in an evidence prompt."""
+    """One node's text (or a slice of it, for nodes larger than a batch) in an evidence prompt.
+
+    Sentences are kept as two aligned sequences that share the run's segmentation (no copy per
+    prompt): `indices` (0-based sentence indices within the node; a `range` for a whole node) and
+    `texts`. The k-th sentence has the prompt id `first_id + k`.
+    """
 
     label: int  # 1-based excerpt label within the prompt
     node_id: str
     is_root: bool
-    sentences: tuple[ExcerptSentence, ...]
+    first_id: int
+    indices: Sequence[int]
+    texts: Sequence[str]
     ends_node: bool = True
     """False when the node continues in the next prompt (a node larger than a batch)."""
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    @property
+    def last_id(self) -> int:
+        """The prompt id of the excerpt's last sentence."""
+        return self.first_id + len(self.indices) - 1
+
+    @property
+    def sentences(self) -> tuple[ExcerptSentence, ...]:
+        """The sentences with their prompt ids (built on demand)."""
+        return tuple(
+            ExcerptSentence(self.first_id + k, i, t)
+            for k, (i, t) in enumerate(zip(self.indices, self.texts, strict=True))
+        )
+
+    def at(self, prompt_id: int) -> ExcerptSentence:
+        """The sentence with this prompt id (which must lie in the excerpt)."""
+        k = prompt_id - self.first_id
+        return ExcerptSentence(prompt_id, self.indices[k], self.texts[k])
+
+    def prompt_id(self, sentence_index: int) -> int | None:
+        """The prompt id of a node sentence, or None when it is not in this excerpt."""
+        if sentence_index not in self.indices:
+            return None
+        return self.first_id + self.indices.index(sentence_index)
 
 
 @dataclass(frozen=True, slots=True)
 class EvidenceBatch:
-    """The content of one evidence-selection prompt."""
+    """The content of one evidence-selection prompt; prompt ids run 1..size without gaps."""
 
     excerpts: tuple[Excerpt, ...]
 
     @property
     def size(self) -> int:
         """Number of sentences in the prompt."""
-        return sum(len(e.sentences) for e in self.excerpts)
+        return sum(len(e) for e in self.excerpts)
+
+    def locate(self, prompt_id: int) -> tuple[Excerpt, ExcerptSentence] | None:
+        """The excerpt and sentence a prompt id names, or None if it was not assigned."""
+        for e in self.excerpts:
+            if e.first_id <= prompt_id <= e.last_id:
+                return e, e.at(prompt_id)
+        return None
 
 
 @dataclass(frozen=True, slots=True)
