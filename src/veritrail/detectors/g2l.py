@@ -26,7 +26,7 @@ import asyncio
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -173,7 +173,6 @@ class G2LResult:
     tree_attempts: int
     tree_error: str | None = None
     tree_raw: str = ""
-    meta: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool | None:
