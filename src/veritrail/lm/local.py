@@ -49,7 +49,7 @@ LOCAL_TIMEOUT = 1800.0
 """Seconds per call: a long prompt on a loaded 2-core machine can take minutes."""
 
 WARNING = (
-    "veritrail: using the embedded model local/{name} on CPU ({threads} threads). It is for "
+    "veritrail: using the embedded model local/{name} on CPU ({threads}). It is for "
     "trying the tool, not for real verdicts: for real work pass --model openai/<model> "
     "(or any OpenAI-compatible server with --base-url). See docs/models.md."
 )
@@ -307,7 +307,8 @@ class LocalProvider:
         async with self._start_lock:
             if self._client is not None:
                 return
-            self._warn(WARNING.format(name=self.model, threads=self.threads))
+            threads = f"{self.threads} thread" + ("s" if self.threads != 1 else "")
+            self._warn(WARNING.format(name=self.model, threads=threads))
             server, url, key = await asyncio.to_thread(self._start_blocking)
             self._box.append(server)
             self.base_url = url
