@@ -90,10 +90,18 @@ def _read(path: str) -> str:
     help="Token budget for the reference text of one check prompt; longer references are chunked.",
 )
 @click.option(
-    "--max-depth", type=click.IntRange(min=1), default=G2LConfig().max_depth, show_default=True
+    "--max-depth",
+    type=click.IntRange(min=1),
+    default=G2LConfig().max_depth,
+    show_default=True,
+    help="Deepest usable tree (a deeper one is re-asked, then recorded as failed).",
 )
 @click.option(
-    "--max-nodes", type=click.IntRange(min=1), default=G2LConfig().max_nodes, show_default=True
+    "--max-nodes",
+    type=click.IntRange(min=1),
+    default=G2LConfig().max_nodes,
+    show_default=True,
+    help="Largest usable tree, in nodes.",
 )
 @click.argument("more_refs", nargs=-1, type=click.Path(exists=True, dir_okay=False))
 def detect(
