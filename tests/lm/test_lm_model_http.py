@@ -101,7 +101,7 @@ async def test_plain_call_sends_request_and_accounts(
         Fault.server_error(),
         Fault.unavailable(),
         Fault.reset(),
-        Fault.slow(1.5),
+        Fault.slow(4.0),
         Fault.truncated(),
     ],
     ids=lambda f: f"{f.kind.value}{'' if f.retry_after is None else '+retry_after'}",
@@ -110,7 +110,7 @@ async def test_retryable_faults_are_retried_then_succeed(
     server: FakeOpenAIServer, caps: CapabilityStore, fault: Fault
 ) -> None:
     server.inject(fault, fault)
-    m = model(server, caps, timeout=0.5)
+    m = model(server, caps, timeout=1.5)
     t0 = time.perf_counter()
     g = await m.generate(ask(), step="evidence")
     elapsed = time.perf_counter() - t0
