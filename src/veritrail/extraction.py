@@ -45,12 +45,13 @@ DISAMBIGUATION_STEP = "claim_disambiguation"
 
 SELECTION_SCHEMA: dict[str, Any] = {
     "type": "object",
+    # Reason first, verdict last: the model states what it sees before it commits to an answer.
     "properties": {
-        "has_verifiable_content": {"type": "boolean"},
-        "verifiable_text": {"type": "string"},
         "reason": {"type": "string"},
+        "verifiable_text": {"type": "string"},
+        "has_verifiable_content": {"type": "boolean"},
     },
-    "required": ["has_verifiable_content", "verifiable_text", "reason"],
+    "required": ["reason", "verifiable_text", "has_verifiable_content"],
     "additionalProperties": False,
 }
 
