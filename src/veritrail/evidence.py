@@ -26,17 +26,27 @@ from .tokens import estimate_tokens
 
 STEP = "evidence_selection"
 
-_SELECTION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "selected_ids": {"type": "array", "items": {"type": ["integer", "string"]}},
-        "context_ids": {"type": "array", "items": {"type": ["integer", "string"]}},
-        "summary": {"type": "string"},
-        "missing": {"type": "string"},
-    },
-    "required": ["selected_ids", "context_ids", "summary", "missing"],
-    "additionalProperties": False,
-}
+
+def selection_schema(n_sentences: int) -> dict[str, Any]:
+    """The reply schema for a prompt of `n_sentences` sentences.
+
+    `maxItems` bounds the id lists by the prompt's size (a range counts as one item, so the bound
+    never excludes a correct reply); grammar-constrained local models otherwise tend to list ids
+    until they hit their token cap.
+    """
+    ids = {"type": "array", "items": {"type": ["integer", "string"]}, "maxItems": n_sentences}
+    return {
+        "type": "object",
+        "properties": {
+            "selected_ids": ids,
+            "context_ids": ids,
+            "summary": {"type": "string"},
+            "missing": {"type": "string"},
+        },
+        "required": ["selected_ids", "context_ids", "summary", "missing"],
+        "additionalProperties": False,
+    }
+
 
 # A node's sentences to batch: (node id, sentence indices, texts) — the whole node (indices a
 # range, texts the run's cached tuple: nothing is copied) or a subset (compression reruns).
@@ -187,7 +197,11 @@ class LMEvidenceSelector(LMStep):
         )
         cfg = self.sample_config(sample)
         res = await self.model.generate_json(
-            messages, schema=_SELECTION_SCHEMA, step=STEP, validate=_selection, config=cfg
+            messages,
+            schema=selection_schema(batch.size),
+            step=STEP,
+            validate=_selection,
+            config=cfg,
         )
         if res.value is None:
             return RawSelection((), "", error=res.error or "unreadable reply", raw=res.raw)

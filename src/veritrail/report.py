@@ -255,13 +255,17 @@ def load_report(path: str | Path) -> dict[str, Any]:
 
 
 def comparable(report: Mapping[str, Any]) -> dict[str, Any]:
-    """The report without fields that differ between identical runs (timing, run metadata)."""
+    """The report without fields that differ between identical runs (timing, run metadata, and
+    what the cache saved: cached calls and dollars)."""
     doc = json.loads(json.dumps(report))
     doc.pop("run", None)
+    # Cache hits cost nothing: a resumed or repeated run differs in cached calls and dollars only.
     for c in doc.get("claims", []):
-        c["cost"].pop("wall_seconds", None)
-        c["cost"].pop("cached_calls", None)
+        for key in ("wall_seconds", "cached_calls", "dollars"):
+            c["cost"].pop(key, None)
         for step in c["cost"].get("per_step", {}).values():
             step.pop("cached_calls", None)
-    doc.get("summary", {}).get("cost", {}).pop("cached_calls", None)
+            step.pop("dollars", None)
+    for key in ("cached_calls", "dollars"):
+        doc.get("summary", {}).get("cost", {}).pop(key, None)
     return doc  # type: ignore[no-any-return]

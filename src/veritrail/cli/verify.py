@@ -331,7 +331,10 @@ async def run_job(job: Job, progress: ProgressReporter, state: _RunState) -> dic
     from ..config import fit_to_context, model_context_window
 
     config = job.settings.verify_config()
-    model = None if job.oracle_path else _build_model(job)
+    try:
+        model = None if job.oracle_path else _build_model(job)
+    except ValueError as exc:  # an unknown provider, or an option it does not take
+        fail(str(exc))
     if model is not None:
         config = fit_to_context(config, model_context_window(model.provider))
     started = datetime.now(UTC).isoformat(timespec="seconds")

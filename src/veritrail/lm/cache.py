@@ -117,6 +117,10 @@ class ResponseCache:
         self._conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
         with self._lock:
             self._conn.execute("PRAGMA journal_mode=WAL")
+            # With WAL, NORMAL still survives a killed process (what resumable runs need); only a
+            # power loss can drop the last commits. FULL fsyncs every put (~7 ms on this machine),
+            # which dominated the event loop at high concurrency (benchmarks/bench_schedule.py).
+            self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.executescript(_SCHEMA)
             self._conn.execute(
                 "INSERT OR IGNORE INTO meta(name, value) VALUES ('key_version', ?)",
