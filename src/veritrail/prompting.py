@@ -12,6 +12,7 @@ makes files found there win over the packaged ones; `export_prompts(DIR)` writes
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -107,8 +108,23 @@ class Prompt:
 
 
 def load_prompt(name: str) -> Prompt:
-    """Parse the template `name` (override first, then packaged)."""
-    text = prompt_source(name)
+    """Parse the template `name` (override first, then packaged).
+
+    Parsed templates are kept per (name, override file and its modification time): a run reads
+    each template once, and an edited override is still picked up.
+    """
+    o = _override()
+    path = o / f"{name}.md" if o is not None else None
+    try:
+        stamp = path.stat().st_mtime_ns if path is not None else None
+    except OSError:
+        stamp = None
+    return _parsed(name, str(path) if stamp is not None else None, stamp)
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(name: str, override: str | None, stamp: int | None) -> Prompt:
+    text = Path(override).read_text(encoding="utf-8") if override else prompt_source(name)
     parts = _SECTION.split(text)
     # parts = [preamble, "system", body, "user", body] (system optional)
     sections: dict[str, str] = {}
