@@ -227,3 +227,28 @@ def test_one_shot_verify_extracts_claims_first(dag_file: Path, tmp_path: Path) -
         ("The Harbour Museum has three floors.", [0], "Fully Supported"),
         ("The Harbour Museum was founded by Marta Reyes.", [2], "Not Fully Supported"),
     ]
+
+
+def test_one_shot_verify_passes_the_question_to_extraction(dag_file: Path, tmp_path: Path) -> None:
+    with FakeOpenAIServer(responder=one_shot_responder) as srv:
+        res = CliRunner().invoke(
+            cli,
+            [
+                "verify",
+                str(dag_file),
+                "--model",
+                "openai/m",
+                "--question",
+                "When did the Harbour Museum open?",
+                "--out",
+                str(tmp_path / "report.json"),
+                "--run-dir",
+                str(tmp_path / "run"),
+                "--quiet",
+            ],
+            env=_env(srv),
+        )
+        prompts = ["\n".join(m["content"] for m in r["messages"]) for r in srv.requests]
+    assert res.exit_code == 0, res.output
+    extraction = [p for p in prompts if "<<< target sentence" in p]
+    assert extraction and all("When did the Harbour Museum open?" in p for p in extraction)

@@ -64,6 +64,8 @@ class Settings:
     """JSON price file (USD per 1M tokens) over the built-in table; see docs/models.md."""
     prompt_dir: str | None = None
     """Directory of prompt overrides (see `veritrail prompts export`)."""
+    question: str | None = None
+    """The question the final output answered: context for claim extraction (no `--claims`)."""
     q: int = 3
     max_decomposition_calls: int = 20
     evidence_sentences: int | None = None
@@ -118,6 +120,7 @@ SETTING_NAMES: tuple[str, ...] = tuple(f.name for f in fields(Settings) if f.nam
 # fast or where it runs. The model name is part of the fingerprint separately.
 RESULT_SETTINGS: tuple[str, ...] = (
     "prompt_dir",
+    "question",
     *(f.name for f in dataclasses.fields(VerifyConfig)),
 )
 

@@ -296,7 +296,8 @@ async def _open_store(job: Job, model: Model | None) -> RunStore:
             from ..extraction import LMClaimSource
 
             assert model is not None
-            claims = await LMClaimSource(model).claims_for(job.dag.node(job.dag.terminal).text)
+            source = LMClaimSource(model, question=job.settings.question)
+            claims = await source.claims_for(job.dag.node(job.dag.terminal).text)
     return RunStore.create_or_open(
         job.run_dir,
         fingerprint=job.fingerprint,
@@ -646,6 +647,11 @@ def _int_opt(*names: str, help: str) -> Callable[[_F], _F]:
 @_int_opt("--threads", help="CPU threads of an embedded local/ model [default: 2].")
 @click.option("--cache", default=None, help="Model cache file, or 'off' [default: the user cache].")
 @click.option("--prompt-dir", default=None, help="Directory of prompt overrides.")
+@click.option(
+    "--question",
+    default=None,
+    help="The question the final output answered (context for claim extraction without --claims).",
+)
 @click.option("--prices", default=None, help="JSON price file over the built-in price table.")
 @_int_opt(
     "--evidence-sentences", help="Sentences per evidence prompt (root and non-root) [default: 40]."
