@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import NoReturn
 
 import click
 
@@ -22,21 +20,11 @@ from ..detectors.g2l import (
     references_from_dag,
 )
 from ..report import ReportFormatError, load_report, write_report
+from .common import fail as _fail
+from .common import read_text as _read
 from .extract import model_options, open_model
 
 METHODS = ("g2l",)
-
-
-def _fail(message: str, code: int = 2) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(code)
-
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        _fail(f"{path}: {exc}")
 
 
 @click.command("detect")

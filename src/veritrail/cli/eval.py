@@ -6,16 +6,12 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
 from ..config import VerifyConfig
-
-
-def _fail(message: str, code: int = 2) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(code)
+from .common import fail as _fail
 
 
 @click.command("eval")

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
@@ -27,12 +26,7 @@ from ..extraction import (
     extract as run_extraction,
 )
 from ..lm.model import Model
-
-
-def _fail(message: str, code: int = 2) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(code)
-
+from .common import fail as _fail
 
 _CACHE_OFF = ("off", "none", "no", "false", "0")
 

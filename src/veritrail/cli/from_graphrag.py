@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 import click
 from pydantic import ValidationError
 
 from ..dag import Dag, DagValidationError, save_dag
+from .common import fail as _fail
 from .extract import model_options, open_model
 
 if TYPE_CHECKING:
     from ..adapters.graphrag import GraphRagIndex
     from ..lm.model import Model
-
-
-def _fail(message: str) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(2)
 
 
 @click.command("from-graphrag")

@@ -3,30 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from .common import fail as _fail
+from .common import read_text as _read
 from .extract import model_options
 
 if TYPE_CHECKING:
     from ..lm.model import Model
     from ..pipelines import PipelineResult
-
-
-def _fail(message: str) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(2)
-
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        _fail(f"{path}: {exc}")
 
 
 def _run(

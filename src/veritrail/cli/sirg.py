@@ -3,27 +3,17 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
+from .common import fail as _fail
+from .common import read_text as _read
+
 _SELECTIONS = ("top_k", "adaptive")
 _METHODS = ("attnlrp", "ixg")
-
-
-def _fail(message: str, code: int = 2) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(code)
-
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        _fail(f"{path}: {exc}")
 
 
 def _common(f: Any) -> Any:

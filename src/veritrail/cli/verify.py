@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -45,6 +45,7 @@ from ..settings import (
     resolve_settings,
     settings_table,
 )
+from .common import fail
 
 if TYPE_CHECKING:
     from ..lm.model import Model
@@ -57,12 +58,6 @@ HTML_BESIDE = "\0beside"
 """The value of `--html` given without a file name."""
 
 _CACHE_OFF = ("0", "off", "false", "no", "none")
-
-
-def fail(message: str, code: int = 2) -> NoReturn:
-    """Print an input error and exit (status 2 = bad input)."""
-    click.echo(f"error: {message}", err=True)
-    sys.exit(code)
 
 
 @dataclass(frozen=True, slots=True)
