@@ -102,39 +102,48 @@ def build_inputs(
     return items
 
 
-def input_size(items: Sequence[VerdictInput], sentences: SentenceIndex) -> tuple[int, int, bool]:
-    """(sentences, estimated tokens, includes a root) of a verdict input."""
-    n_sent = 0
-    n_tok = 0
-    has_root = False
-    for it in items:
-        if it.is_root:
-            has_root = True
-            n_sent += len(sentences.sentences(it.node_ids[0]))
-        else:
-            n_sent += len(split_sentences(it.text)) or 1
-        n_tok += estimate_tokens(it.text)
-    return n_sent, n_tok, has_root
+def _item_size(item: VerdictInput, sentences: SentenceIndex) -> tuple[int, int, bool]:
+    """(sentences, estimated tokens, is a root) of one verdict item."""
+    if item.is_root:
+        n_sent = len(sentences.sentences(item.node_ids[0]))
+    else:
+        n_sent = len(split_sentences(item.text)) or 1
+    return n_sent, estimate_tokens(item.text), item.is_root
 
 
-def fits(items: Sequence[VerdictInput], sentences: SentenceIndex, config: VerifyConfig) -> bool:
-    """Whether the verdict input respects the configured limits (SPEC §4.3)."""
-    n_sent, n_tok, has_root = input_size(items, sentences)
+def _within(n_sent: int, n_tok: int, has_root: bool, config: VerifyConfig) -> bool:
     if config.verdict_tokens is not None and n_tok > config.verdict_tokens:
         return False
     return has_root or config.verdict_sentences is None or n_sent <= config.verdict_sentences
 
 
+def input_size(items: Sequence[VerdictInput], sentences: SentenceIndex) -> tuple[int, int, bool]:
+    """(sentences, estimated tokens, includes a root) of a verdict input."""
+    sizes = [_item_size(it, sentences) for it in items]
+    return sum(s for s, _, _ in sizes), sum(t for _, t, _ in sizes), any(r for _, _, r in sizes)
+
+
+def fits(items: Sequence[VerdictInput], sentences: SentenceIndex, config: VerifyConfig) -> bool:
+    """Whether the verdict input respects the configured limits (SPEC §4.3)."""
+    return _within(*input_size(items, sentences), config)
+
+
 def largest_fitting_subset(
     items: Sequence[VerdictInput], sentences: SentenceIndex, config: VerifyConfig
 ) -> list[VerdictInput]:
-    """The largest number of items that fits, taking the smallest first; original order kept."""
-    order = sorted(range(len(items)), key=lambda i: (estimate_tokens(items[i].text), i))
+    """The largest number of items that fits, taking the smallest first; original order kept.
+
+    Item sizes are computed once and added up (summaries are segmented once, not per trial).
+    """
+    sizes = [_item_size(it, sentences) for it in items]
+    order = sorted(range(len(items)), key=lambda i: (sizes[i][1], i))
     chosen: list[int] = []
+    n_sent, n_tok, has_root = 0, 0, False
     for i in order:
-        trial = [items[j] for j in sorted([*chosen, i])]
-        if fits(trial, sentences, config):
+        s, t, r = sizes[i]
+        if _within(n_sent + s, n_tok + t, has_root or r, config):
             chosen.append(i)
+            n_sent, n_tok, has_root = n_sent + s, n_tok + t, has_root or r
     return [items[j] for j in sorted(chosen)]
 
 
