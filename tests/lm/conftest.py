@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from veritrail.lm.capabilities import CapabilityStore
+from veritrail.lm.openai import HTTP_CLIENTS
 from veritrail.testing import FakeOpenAIServer
 
 
@@ -21,3 +22,11 @@ def server() -> Iterator[FakeOpenAIServer]:
 def caps() -> CapabilityStore:
     """An isolated capability store (the default one is process-wide)."""
     return CapabilityStore()
+
+
+@pytest.fixture(params=HTTP_CLIENTS)
+def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test once per HTTP transport under the SDK (selected by environment)."""
+    name: str = request.param
+    monkeypatch.setenv("VERITRAIL_HTTP_CLIENT", name)
+    return name

@@ -69,11 +69,12 @@ def ids_of(value: Any) -> list[int]:
 
 
 async def test_plain_call_sends_request_and_accounts(
-    server: FakeOpenAIServer, caps: CapabilityStore
+    server: FakeOpenAIServer, caps: CapabilityStore, transport: str
 ) -> None:
     server.responder = lambda req: "the answer"
     events: list[CallEvent] = []
     m = model(server, caps, on_call=events.append, prices=PriceTable({"gpt-4o": Price(1e6, 2e6)}))
+    assert isinstance(m.provider, OpenAIProvider) and m.provider.http_client == transport
     with claim_scope("c1"):
         g = await m.generate(
             ask(), GenerateConfig(temperature=0.0, max_tokens=20, seed=7), step="verdict"
@@ -107,7 +108,7 @@ async def test_plain_call_sends_request_and_accounts(
     ids=lambda f: f"{f.kind.value}{'' if f.retry_after is None else '+retry_after'}",
 )
 async def test_retryable_faults_are_retried_then_succeed(
-    server: FakeOpenAIServer, caps: CapabilityStore, fault: Fault
+    server: FakeOpenAIServer, caps: CapabilityStore, fault: Fault, transport: str
 ) -> None:
     server.inject(fault, fault)
     m = model(server, caps, timeout=1.5)
@@ -148,7 +149,7 @@ async def test_exhausted_retries_raise_the_last_classified_error(
     [(400, FatalError), (401, FatalError), (404, FatalError)],
 )
 async def test_fatal_statuses_are_not_retried(
-    caps: CapabilityStore, status: int, error: type[ProviderError]
+    caps: CapabilityStore, status: int, error: type[ProviderError], transport: str
 ) -> None:
     import http.server
     import threading

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from veritrail.lm.base import GenerateConfig, Message, ResponseFormat
+import pytest
+
+from veritrail.lm.base import FatalError, GenerateConfig, Message, ResponseFormat
 from veritrail.lm.openai import OpenAIProvider
 
 CLOSED: dict[str, Any] = {
@@ -55,3 +57,17 @@ def test_key_is_not_an_attribute_or_in_repr() -> None:
     p = OpenAIProvider("m", base_url="http://127.0.0.1:1/v1", api_key="sk-hidden")
     assert "sk-hidden" not in repr(p)
     assert all("sk-hidden" not in str(v) for v in vars(p).values() if not hasattr(v, "api_key"))
+
+
+def test_http_client_default_choice_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VERITRAIL_HTTP_CLIENT", raising=False)
+    url = "http://127.0.0.1:1/v1"
+    assert OpenAIProvider("m", base_url=url).http_client == "aiohttp"  # the installed extra
+    assert OpenAIProvider("m", base_url=url, http_client="httpx").http_client == "httpx"
+    monkeypatch.setenv("VERITRAIL_HTTP_CLIENT", "httpx")
+    assert OpenAIProvider("m", base_url=url).http_client == "httpx"
+    # An explicit argument beats the environment.
+    assert OpenAIProvider("m", base_url=url, http_client="aiohttp").http_client == "aiohttp"
+    monkeypatch.setenv("VERITRAIL_HTTP_CLIENT", "requests")
+    with pytest.raises(FatalError, match=r"unknown HTTP client 'requests'.*aiohttp, httpx"):
+        OpenAIProvider("m", base_url=url)

@@ -10,6 +10,13 @@ Works with OpenAI itself, Azure OpenAI, and compatible servers (vLLM, Ollama, ll
   (default: the model name), `api_version` (or `OPENAI_API_VERSION`), key from
   `AZURE_OPENAI_API_KEY`.
 
+HTTP transport: the SDK's aiohttp client (`openai[aiohttp]`, a dependency of veritrail) when it
+is installed, else the SDK's default httpx client; `http_client` (or `VERITRAIL_HTTP_CLIENT`) picks
+one of `aiohttp` / `httpx`. aiohttp is the default because of its per-call CPU cost: with 64 calls
+in flight the httpx pool re-checks every pooled connection on each request and release, and the
+client's CPU per call fell from 1.7 to 1.25 ms with aiohttp (benchmarks/README.md §5). Both honour
+the `HTTP(S)_PROXY` environment variables.
+
 The provider does transport only. The SDK's own retries are off (`max_retries=0`): the `Model`
 wrapper owns retries. SDK errors are mapped to the classified `ProviderError`s of `lm.base`,
 with `Retry-After` read from the reply. The key lives only inside the SDK client: it is not an
@@ -42,6 +49,9 @@ from .base import (
 
 DEFAULT_TIMEOUT = 120.0
 """Seconds for one HTTP call (connect + reply)."""
+
+HTTP_CLIENTS = ("aiohttp", "httpx")
+"""The HTTP transports the provider can use under the SDK."""
 
 _NO_KEY = "no-key-needed"
 
@@ -86,6 +96,25 @@ def _strict_compatible(schema: Any) -> bool:
     return True
 
 
+def _http_client(kind: str | None, timeout: float) -> tuple[str, Any]:
+    """(transport name, the SDK http client to pass; None for the SDK's own httpx default)."""
+    if kind is not None and kind not in HTTP_CLIENTS:
+        raise FatalError(
+            f"unknown HTTP client {kind!r} (VERITRAIL_HTTP_CLIENT): use one of "
+            + ", ".join(HTTP_CLIENTS)
+        )
+    if kind == "httpx":
+        return "httpx", None
+    try:
+        return "aiohttp", openai.DefaultAioHttpClient(timeout=timeout)
+    except RuntimeError:  # the SDK's stand-in when the `aiohttp` extra is missing
+        if kind == "aiohttp":
+            raise FatalError(
+                "the aiohttp HTTP client needs the SDK's extra: pip install 'openai[aiohttp]'"
+            ) from None
+        return "httpx", None
+
+
 def _mentions_format(message: str) -> bool:
     m = message.lower()
     return any(w in m for w in ("response_format", "json_schema", "json_object", "response format"))
@@ -109,6 +138,7 @@ class OpenAIProvider:
         organization: str | None = None,
         default_headers: Mapping[str, str] | None = None,
         name: str | None = None,
+        http_client: str | None = None,
     ) -> None:
         if name is not None:
             self.name = name
@@ -116,6 +146,9 @@ class OpenAIProvider:
         env = os.environ
         self.timeout = float(
             timeout if timeout is not None else env.get("VERITRAIL_TIMEOUT", DEFAULT_TIMEOUT)
+        )
+        self.http_client, http = _http_client(
+            http_client or env.get("VERITRAIL_HTTP_CLIENT") or None, self.timeout
         )
         azure_endpoint = azure_endpoint or env.get("AZURE_OPENAI_ENDPOINT") or None
         self.client: openai.AsyncOpenAI
@@ -134,6 +167,7 @@ class OpenAIProvider:
                 timeout=self.timeout,
                 max_retries=0,
                 default_headers=dict(default_headers or {}),
+                http_client=http,
             )
             self.endpoint = f"azure:{azure_endpoint}/{azure_deployment or model}"
         else:
@@ -153,6 +187,7 @@ class OpenAIProvider:
                 timeout=self.timeout,
                 max_retries=0,
                 default_headers=dict(default_headers or {}),
+                http_client=http,
             )
             self.endpoint = f"{url or 'https://api.openai.com/v1'}#{model}"
 
