@@ -26,6 +26,7 @@ import asyncio
 import json
 import math
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -148,18 +149,43 @@ def phases(result: ClaimResult, calls: Counter[str]) -> int:
     return n
 
 
+class TimedProvider(OpenAIProvider):
+    """The provider, timing each HTTP call as the client sees it (send to parsed reply)."""
+
+    durations: list[float]
+
+    async def generate(self, messages: Any, config: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return await super().generate(messages, config)
+        finally:
+            self.durations.append(time.perf_counter() - t0)
+
+
+CALL_TIMES: list[float] = []
+
+
 async def run(
-    dag: Dag, claims: list[Claim], base_url: str, cache: ResponseCache | None, concurrency: int
+    dag: Dag,
+    claims: list[Claim],
+    base_url: str,
+    cache: ResponseCache | None,
+    concurrency: int,
+    http_client: str | None = None,
 ) -> tuple[list[ClaimResult], float, dict[str, Counter[str]]]:
     """One verification run; (results, wall seconds, calls per claim per step)."""
     calls: dict[str, Counter[str]] = {}
+    provider = TimedProvider(
+        "fake-model", base_url=base_url, api_key="k", timeout=30.0, http_client=http_client
+    )
+    provider.durations = CALL_TIMES
 
     def on_call(ev: CallEvent) -> None:
         if not ev.cached:
             calls.setdefault(ev.claim or "", Counter())[ev.step] += 1
 
     model = Model(
-        OpenAIProvider("fake-model", base_url=base_url, api_key="k", timeout=30.0),
+        provider,
         cache=cache,
         retry=RetryPolicy(max_attempts=2, base_delay=0.05),
         concurrency=concurrency,
@@ -192,6 +218,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--latency", type=float, default=0.2)
     ap.add_argument("--no-cache", action="store_true", help="no response cache (first run only)")
+    ap.add_argument(
+        "--http-client", choices=["aiohttp", "httpx"], help="the SDK's transport (default: aiohttp)"
+    )
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.serve:
@@ -212,6 +241,11 @@ def main(argv: list[str] | None = None) -> None:
         srv.close()
 
 
+def provider_http(a: argparse.Namespace) -> str:
+    """The transport the run used."""
+    return str(a.http_client or OpenAIProvider("m", base_url="http://127.0.0.1:1").http_client)
+
+
 def report(
     a: argparse.Namespace,
     dag: Dag,
@@ -221,7 +255,9 @@ def report(
 ) -> None:
     """Both runs and their figures."""
     c0 = time.process_time()
-    results, wall, calls = asyncio.run(run(dag, claims, srv.base_url, cache, a.concurrency))
+    results, wall, calls = asyncio.run(
+        run(dag, claims, srv.base_url, cache, a.concurrency, a.http_client)
+    )
     cpu = time.process_time() - c0
     st = srv.stats()
     total = sum(sum(c.values()) for c in calls.values())
@@ -245,11 +281,19 @@ def report(
     )
     print(f"  achieved {wall:.2f} s  →  wall / bound = {wall / bound:.3f}  (target ≤ 1.1)")
     print(f"  client CPU {cpu:.2f} s = {cpu / max(total, 1) * 1e3:.2f} ms per model call")
+    ct = sorted(CALL_TIMES)
+    print(
+        f"  HTTP call as the client sees it ({provider_http(a)}): mean {statistics.fmean(ct) * 1e3:.1f} ms, "
+        f"median {ct[len(ct) // 2] * 1e3:.1f} ms, p95 {ct[int(len(ct) * 0.95)] * 1e3:.1f} ms "
+        f"(server latency {a.latency * 1e3:.0f} ms)"
+    )
 
     if cache is None:
         return
     srv.reset()
-    results2, wall2, calls2 = asyncio.run(run(dag, claims, srv.base_url, cache, a.concurrency))
+    results2, wall2, calls2 = asyncio.run(
+        run(dag, claims, srv.base_url, cache, a.concurrency, a.http_client)
+    )
     same = [(r.verdict, r.iterations) for r in results] == [
         (r.verdict, r.iterations) for r in results2
     ]

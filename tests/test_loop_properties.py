@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from veritrail import Claim, Termination, Verdict, VerifyConfig
+from veritrail import Claim, Termination, Verdict, VerifyConfig, evidence
 from veritrail.dag import Dag
 from veritrail.loop import verify_claim
 from veritrail.oracle import Oracle
@@ -61,6 +61,31 @@ def dag_and_oracle(draw: st.DrawFn) -> tuple[Dag, dict[str, Any], int, int]:
     return dag, oracle, q, limit
 
 
+def reference_run(dag: Dag, res: Any, q: int) -> tuple[list[set[str]], Termination]:
+    """SPEC §4.4 steps 4-5 transcribed literally, replayed over the recorded verdicts: the node
+    set each iteration must check (read + carried) and the rule that must end the loop."""
+    checked: set[str] = set()
+    roots_with_ev: set[str] = set()
+    consec = 0
+    expected = [set(dag.sources(dag.terminal))]
+    for it in res.iterations:
+        checked |= set(it.nodes_checked)
+        roots_with_ev |= {n for n in it.nodes_with_evidence if dag.is_root(n)}
+        nfs = it.verdict is Verdict.NOT_FULLY_SUPPORTED
+        consec = consec + 1 if nfs else 0
+        basis = it.nodes_checked if nfs else it.nodes_with_evidence
+        candidates = {s for n in basis for s in dag.sources(n)}
+        nodes_to_check = (candidates - checked) | roots_with_ev
+        if nodes_to_check and nodes_to_check == roots_with_ev:
+            return expected, Termination.ROOTS_ONLY
+        if not nodes_to_check:
+            return expected, Termination.NO_CANDIDATES
+        if consec == q:
+            return expected, Termination.Q_CONSECUTIVE_NFS
+        expected.append(nodes_to_check)
+    raise AssertionError("the loop stopped although no rule held")
+
+
 @settings(max_examples=150, deadline=None)
 @given(dag_and_oracle())
 def test_loop_invariants(case: tuple[Dag, dict[str, Any], int, int]) -> None:
@@ -91,6 +116,34 @@ def test_loop_invariants(case: tuple[Dag, dict[str, Any], int, int]) -> None:
         assert not set(it.carried_roots) & set(it.nodes_checked)
         assert all(dag.is_root(r) for r in it.carried_roots)
     assert dag.terminal not in read
+
+    # Shared read plans (cached per run for large rounds; forced here for every round) change
+    # nothing: the same claim on the same run gives the same result.
+    old_min = evidence.PLAN_MIN_NODES
+    evidence.PLAN_MIN_NODES = 1
+    try:
+        run2 = SentenceIndex(dag)
+        cached = [
+            asyncio.run(verify_claim(dag, run2, Claim("c", "The claim."), o.steps(), cfg))
+            for o in (Oracle.from_dict(oracle_doc), Oracle.from_dict(oracle_doc))
+        ]
+    finally:
+        evidence.PLAN_MIN_NODES = old_min
+    plans = evidence.read_plans(dag, run2, cfg)
+    if len(res.iterations) <= plans.max_plans:  # each round reads a new set: one plan each
+        assert plans.hits == len(res.iterations)  # the second run built none
+    for again in cached:
+        assert (again.verdict, again.termination, again.iterations) == (
+            res.verdict,
+            res.termination,
+            res.iterations,
+        )
+
+    # Each iteration checks exactly the set the method prescribes, and the loop stops at the
+    # first rule that holds (the engine short-cuts rule 3 and caches read plans; this pins it).
+    expected, rule = reference_run(dag, res, q)
+    assert [set(it.nodes_checked) | set(it.carried_roots) for it in res.iterations] == expected
+    assert res.termination is rule
 
     # Termination is one of the three conditions, and the final verdict follows it.
     assert res.termination in (

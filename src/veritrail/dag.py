@@ -363,6 +363,27 @@ class Dag:
         """The node's stage (roots have the smallest; 1 when computed)."""
         return self._nodes[node_id].stage
 
+    def read_order(self, node_ids: Iterable[str]) -> list[str]:
+        """`node_ids` later stage first, then by id: the order nodes are read and reported in."""
+        nodes = self._nodes
+        out = sorted(node_ids)
+        out.sort(key=lambda n: nodes[n].stage, reverse=True)  # stable: ids stay sorted per stage
+        return out
+
+    def split_roots(self, node_ids: Iterable[str]) -> tuple[list[str], list[str]]:
+        """(roots, non-roots) of `node_ids`, each in the given order."""
+        nodes = self._nodes
+        roots: list[str] = []
+        others: list[str] = []
+        for n in node_ids:
+            (others if nodes[n].sources else roots).append(n)
+        return roots, others
+
+    def sources_of_all(self, node_ids: Iterable[str]) -> frozenset[str]:
+        """The union of `src(v)` over `node_ids`."""
+        nodes = self._nodes
+        return frozenset().union(*[nodes[n].sources for n in node_ids])
+
     @property
     def edges(self) -> int:
         """Number of edges."""

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from .config import VerifyConfig
 from .dag import Dag
-from .evidence import make_batches, node_items, render_excerpts
+from .evidence import ReadPlan, render_excerpts
 from .prompting import fence, load_prompt
 from .records import Claim
 from .segment import SentenceIndex
@@ -223,22 +223,9 @@ def _traverse(
     consec = 0
     while True:
         carried = sorted(n for n in nodes_to_check if n in roots_with_ev)
-        to_read = sorted(
-            (n for n in nodes_to_check if n not in roots_with_ev), key=lambda n: (-dag.stage(n), n)
-        )
-        roots = [n for n in to_read if dag.is_root(n)]
-        nonroots = [n for n in to_read if not dag.is_root(n)]
-        batches = make_batches(
-            node_items(sentences, roots),
-            is_root=True,
-            max_sentences=config.evidence_sentences_root,
-            max_tokens=config.evidence_tokens_root,
-        ) + make_batches(
-            node_items(sentences, nonroots),
-            is_root=False,
-            max_sentences=config.evidence_sentences_nonroot,
-            max_tokens=config.evidence_tokens_nonroot,
-        )
+        plan = ReadPlan(dag, sentences, nodes_to_check - roots_with_ev, config)
+        to_read, batches = plan.to_read, plan.batches
+        roots, nonroots = dag.split_roots(to_read)
         v_calls, v_tokens = 0, 0
         if to_read or carried:
             items = [VerdictInput((n,), False, "x" * SUMMARY_CHARS) for n in nonroots]
@@ -258,8 +245,7 @@ def _traverse(
         )
         roots_with_ev |= set(roots)
         consec = consec + 1 if q_limited else 0
-        candidates = {s for n in to_read for s in dag.sources(n)}
-        nodes_to_check = (candidates - checked) | roots_with_ev
+        nodes_to_check = set(plan.sources() - checked) | roots_with_ev
         if nodes_to_check and nodes_to_check == roots_with_ev:
             break
         if not nodes_to_check:

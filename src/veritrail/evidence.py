@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+from weakref import WeakKeyDictionary
 
 from .config import VerifyConfig
 from .dag import Dag
@@ -25,6 +27,9 @@ from .subclaims import format_subclaims
 from .tokens import estimate_tokens
 
 STEP = "evidence_selection"
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 
 def selection_schema(n_sentences: int) -> dict[str, Any]:
@@ -77,8 +82,13 @@ def make_batches(
         cur, cur_n, cur_tok = [], 0, 0
 
     for node_id, indices, texts in items:
-        pos = 0
         n = len(indices)
+        if max_tokens is None and cur_n + n <= max_sentences:
+            # The common case, a whole node that fits: no slicing, no token counting.
+            cur.append(Excerpt(len(cur) + 1, node_id, is_root, cur_n + 1, indices, texts))
+            cur_n += n
+            continue
+        pos = 0
         # Start a fresh prompt if the node would fit whole there but not in the current one.
         if cur and cur_n + n > max_sentences and n <= max_sentences:
             close()
@@ -226,30 +236,149 @@ class RoundEvidence:
     """False in soft mode when samples selected sentences but none reached the threshold."""
 
 
+def batch_items(
+    items_root: Iterable[NodeSentences],
+    items_nonroot: Iterable[NodeSentences],
+    config: VerifyConfig,
+) -> tuple[EvidenceBatch, ...]:
+    """The prompts of a round: roots and non-roots batched separately (roots first)."""
+    return tuple(
+        make_batches(
+            items_root,
+            is_root=True,
+            max_sentences=config.evidence_sentences_root,
+            max_tokens=config.evidence_tokens_root,
+        )
+        + make_batches(
+            items_nonroot,
+            is_root=False,
+            max_sentences=config.evidence_sentences_nonroot,
+            max_tokens=config.evidence_tokens_nonroot,
+        )
+    )
+
+
+class ReadPlan:
+    """The claim-independent part of a round: the nodes read (in read order), their prompts, and
+    the union of their sources (the candidates after a Not Fully Supported verdict).
+
+    Immutable once built (`sources` is computed on first use and kept).
+    """
+
+    __slots__ = ("_dag", "_sources", "batches", "roots", "to_read")
+
+    def __init__(
+        self, dag: Dag, sentences: SentenceIndex, nodes: Iterable[str], config: VerifyConfig
+    ):
+        self._dag = dag
+        self.to_read: tuple[str, ...] = tuple(dag.read_order(nodes))
+        roots, nonroots = dag.split_roots(self.to_read)
+        self.roots: frozenset[str] = frozenset(roots)
+        self.batches = batch_items(
+            node_items(sentences, roots), node_items(sentences, nonroots), config
+        )
+        self._sources: frozenset[str] | None = None
+
+    def sources(self) -> frozenset[str]:
+        """`src(v)` of every node read."""
+        if self._sources is None:
+            self._sources = self._dag.sources_of_all(self.to_read)
+        return self._sources
+
+    def iter_sources(self) -> Iterator[str]:
+        """The same sources, lazily (with repeats): for checks that can stop early."""
+        if self._sources is not None:
+            return iter(self._sources)
+        dag = self._dag
+        return (s for n in self.to_read for s in dag.sources(n))
+
+
+PLAN_MIN_NODES = 256
+"""Rounds of fewer nodes are planned directly, not cached (see `ReadPlans`)."""
+
+
+class ReadPlans:
+    """Per-run cache of read plans for large rounds.
+
+    Which nodes a round reads depends on the claim only through earlier verdicts, and many claims
+    read exactly the same sets: every claim's first round is the terminal's sources, and every
+    claim that gets Not Fully Supported there widens to the same next set. At GraphRAG scale such
+    a round holds thousands of nodes (sorting, batching and the union of sources cost ~5 µs a
+    node), so plans of at least `min_nodes` nodes are built once and shared (they hold the run's
+    cached sentence tuples, no copies); the `max_plans` most recently used are kept. Smaller
+    rounds are planned directly: their plans are cheap and rarely repeat.
+    """
+
+    def __init__(
+        self,
+        dag: Dag,
+        sentences: SentenceIndex,
+        config: VerifyConfig,
+        *,
+        min_nodes: int | None = None,
+        max_plans: int = 8,
+    ) -> None:
+        self._dag, self._sentences, self._config = dag, sentences, config
+        self.min_nodes = PLAN_MIN_NODES if min_nodes is None else min_nodes
+        self.max_plans = max_plans
+        self._plans: OrderedDict[frozenset[str], ReadPlan] = OrderedDict()
+        self.hits = 0
+
+    def plan(self, nodes: AbstractSet[str]) -> ReadPlan:
+        """The plan for reading `nodes`."""
+        if len(nodes) < self.min_nodes:
+            return ReadPlan(self._dag, self._sentences, nodes, self._config)
+        key = frozenset(nodes)
+        got = self._plans.get(key)
+        if got is not None:
+            self.hits += 1
+            self._plans.move_to_end(key)
+            return got
+        got = ReadPlan(self._dag, self._sentences, key, self._config)
+        self._plans[key] = got
+        if len(self._plans) > self.max_plans:
+            self._plans.popitem(last=False)
+        return got
+
+
+_RUN_PLANS: WeakKeyDictionary[SentenceIndex, dict[tuple[Any, ...], ReadPlans]] = WeakKeyDictionary()
+
+
+def read_plans(dag: Dag, sentences: SentenceIndex, config: VerifyConfig) -> ReadPlans:
+    """The run's plan cache: one per `SentenceIndex` (i.e. per run) and batching configuration."""
+    key = (
+        config.evidence_sentences_root,
+        config.evidence_sentences_nonroot,
+        config.evidence_tokens_root,
+        config.evidence_tokens_nonroot,
+    )
+    per_run = _RUN_PLANS.setdefault(sentences, {})
+    got = per_run.get(key)
+    if got is None:
+        got = per_run[key] = ReadPlans(dag, sentences, config)
+    return got
+
+
 async def select_over(
     dag: Dag,
-    items_root: Sequence[NodeSentences],
-    items_nonroot: Sequence[NodeSentences],
+    batches: Sequence[EvidenceBatch],
     claim: Claim,
     subclaims: Sequence[str],
     selector: EvidenceSelector,
     config: VerifyConfig,
 ) -> RoundEvidence:
-    """Batch the given node sentences, run all prompts concurrently, validate and merge."""
-    batches = make_batches(
-        items_root,
-        is_root=True,
-        max_sentences=config.evidence_sentences_root,
-        max_tokens=config.evidence_tokens_root,
-    ) + make_batches(
-        items_nonroot,
-        is_root=False,
-        max_sentences=config.evidence_sentences_nonroot,
-        max_tokens=config.evidence_tokens_nonroot,
-    )
-    results = await asyncio.gather(
-        *(_select_batch(b, claim, subclaims, selector, config) for b in batches)
-    )
+    """Run all prompts of a round concurrently, validate and merge.
+
+    At most `selector.concurrency` prompts (the model's own limit, when the selector has one) are
+    in progress at once: a widening round at GraphRAG scale has hundreds of prompts, and a
+    task per prompt that only waits on the model's semaphore costs engine time and memory.
+    """
+
+    async def one(b: EvidenceBatch) -> _BatchResult:
+        return await _select_batch(b, claim, subclaims, selector, config)
+
+    limit = getattr(selector, "concurrency", None)
+    results = await run_bounded(one, batches, limit if isinstance(limit, int) else None)
 
     evidence: list[SentenceRef] = []
     summaries: list[Summary] = []
@@ -266,7 +395,7 @@ async def select_over(
         dropped.extend(drop)
         issues.extend(iss)
     # Node order follows the DAG's stage (later first) then id, so reports are stable.
-    order = sorted(with_ev, key=lambda n: (-dag.stage(n), n))
+    order = dag.read_order(with_ev)
     rank = {n: i for i, n in enumerate(order)}
     evidence.sort(key=lambda r: (rank[r.node_id], r.sentence_index))
     return RoundEvidence(
@@ -279,17 +408,52 @@ async def select_over(
     )
 
 
+_BatchResult = tuple[
+    list[tuple[Excerpt, ExcerptSentence]], list[Summary], list[str], list[SelectionIssue], bool
+]
+
+
+async def run_bounded(
+    fn: Callable[[_T], Awaitable[_R]], items: Sequence[_T], limit: int | None
+) -> list[_R]:
+    """`[await fn(x) for x in items]`, at most `limit` at a time (None: all at once).
+
+    Results keep the order of `items`. The first exception stops workers from starting new
+    items and is raised once the ones in progress finish.
+    """
+    if limit is None or limit >= len(items):
+        return list(await asyncio.gather(*[fn(x) for x in items]))
+    results: list[_R | None] = [None] * len(items)
+    todo = iter(enumerate(items))  # shared: each worker takes the next item when it is free
+    failed: list[BaseException] = []
+
+    async def worker() -> None:
+        for i, x in todo:
+            if failed:
+                return
+            try:
+                results[i] = await fn(x)
+            except Exception as exc:  # noqa: BLE001 - re-raised below, after the others stop
+                failed.append(exc)
+                return
+
+    await asyncio.gather(*[worker() for _ in range(max(1, limit))])
+    if failed:
+        raise failed[0]
+    return results  # type: ignore[return-value]  # every slot was filled
+
+
 async def _select_batch(
     batch: EvidenceBatch,
     claim: Claim,
     subclaims: Sequence[str],
     selector: EvidenceSelector,
     config: VerifyConfig,
-) -> tuple[
-    list[tuple[Excerpt, ExcerptSentence]], list[Summary], list[str], list[SelectionIssue], bool
-]:
+) -> _BatchResult:
     if config.samples == 1:
         raws = [await selector.select(claim, subclaims, batch)]
+        if not raws[0].ids and raws[0].error is None:
+            return [], [], [], [], False  # most prompts of a wide round select nothing
     else:
         raws = list(
             await asyncio.gather(

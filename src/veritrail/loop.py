@@ -13,11 +13,12 @@ import inspect
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 
 from .config import VerifyConfig
 from .dag import Dag
-from .evidence import LMEvidenceSelector, SelectionFailed, node_items, select_over
+from .evidence import LMEvidenceSelector, SelectionFailed, batch_items, read_plans, select_over
 from .lm.base import ProviderError
 from .lm.model import Model, claim_scope
 from .records import (
@@ -87,24 +88,14 @@ async def _verify_one(
     reasoning = ""
     termination: Termination
 
+    plans = read_plans(dag, sentences, config)
+
     while True:
         carried = sorted(n for n in nodes_to_check if n in st.roots_with_ev)
-        to_read = sorted(
-            (n for n in nodes_to_check if n not in st.roots_with_ev),
-            key=lambda n: (-dag.stage(n), n),
-        )
-        roots_read = [n for n in to_read if dag.is_root(n)]
-        nonroots_read = [n for n in to_read if not dag.is_root(n)]
+        plan = plans.plan(nodes_to_check - st.roots_with_ev.keys())
+        to_read = plan.to_read
         try:
-            rnd = await select_over(
-                dag,
-                node_items(sentences, roots_read),
-                node_items(sentences, nonroots_read),
-                claim,
-                subclaims,
-                steps.selector,
-                config,
-            )
+            rnd = await select_over(dag, plan.batches, claim, subclaims, steps.selector, config)
         except SelectionFailed as exc:
             raise StepFailure(str(exc)) from None
         st.issues.extend(rnd.issues)
@@ -112,7 +103,7 @@ async def _verify_one(
 
         if not rnd.qualified and not carried:
             # Soft prediction: sentences were proposed but none reached the vote threshold.
-            st.checked |= set(to_read)
+            st.checked.update(to_read)
             termination = Termination.NO_QUALIFIED_EVIDENCE
             final, reasoning = (
                 None,
@@ -144,8 +135,11 @@ async def _verify_one(
                 items = [(n, idx, txt) for n, (idx, txt) in by_node.items()]
                 comp = await select_over(
                     dag,
-                    [it for it in items if dag.is_root(it[0])],
-                    [it for it in items if not dag.is_root(it[0])],
+                    batch_items(
+                        [it for it in items if dag.is_root(it[0])],
+                        [it for it in items if not dag.is_root(it[0])],
+                        config,
+                    ),
                     claim,
                     subclaims,
                     steps.selector,
@@ -200,30 +194,43 @@ async def _verify_one(
                 evidence_truncated=truncated,
             )
         )
-        st.checked |= set(to_read)
+        st.checked.update(to_read)
         for n in with_ev:
-            if dag.is_root(n):
+            if n in plan.roots:
                 st.roots_with_ev[n] = [r for r in evidence if r.node_id == n]
 
+        final, reasoning = verdict, outcome.reasoning
         if verdict is Verdict.NOT_FULLY_SUPPORTED:
             st.consec_nfs += 1
-            basis: Sequence[str] = to_read
         else:
             st.consec_nfs = 0
-            basis = with_ev
-        candidates = {s for n in basis for s in dag.sources(n)}
-        nodes_to_check = (candidates - st.checked) | set(st.roots_with_ev)
-
-        final, reasoning = verdict, outcome.reasoning
-        if nodes_to_check and nodes_to_check == set(st.roots_with_ev):
+        if st.consec_nfs >= config.q:
+            # Rule 3 ends the loop unless rule 1 or 2 holds first; both need every new candidate
+            # to be checked already or a carried root, so stop at the first one that is not
+            # rather than build the candidate set (after a widening round at GraphRAG scale it
+            # would hold ~100,000 nodes).
+            roots = st.roots_with_ev
+            if any(s not in st.checked and s not in roots for s in plan.iter_sources()):
+                termination = Termination.Q_CONSECUTIVE_NFS
+            elif roots:
+                termination = Termination.ROOTS_ONLY
+            else:
+                termination = Termination.NO_CANDIDATES
+            final = Verdict.NOT_FULLY_SUPPORTED
+            break
+        candidates: AbstractSet[str] = (
+            plan.sources()
+            if verdict is Verdict.NOT_FULLY_SUPPORTED
+            else dag.sources_of_all(with_ev)
+        )
+        nodes_to_check = set(candidates)
+        nodes_to_check.difference_update(st.checked)
+        nodes_to_check.update(st.roots_with_ev)
+        if nodes_to_check and nodes_to_check == st.roots_with_ev.keys():
             termination = Termination.ROOTS_ONLY
             break
         if not nodes_to_check:
             termination = Termination.NO_CANDIDATES
-            final = Verdict.NOT_FULLY_SUPPORTED
-            break
-        if st.consec_nfs >= config.q:
-            termination = Termination.Q_CONSECUTIVE_NFS
             final = Verdict.NOT_FULLY_SUPPORTED
             break
 

@@ -67,6 +67,9 @@ class OracleAnswer:
     verdicts: tuple[Verdict, ...]
 
 
+_NOTHING = RawSelection((), "")
+
+
 class Oracle:
     """Implements Decomposer, EvidenceSelector and VerdictGenerator from oracle answers."""
 
@@ -126,6 +129,8 @@ class Oracle:
     ) -> RawSelection:
         """The listed sentences of the nodes in `batch` (as prompt ids)."""
         ans = self._answer(claim)
+        if not any(e.node_id in ans.evidence for e in batch.excerpts):
+            return _NOTHING
         ids: list[str | int] = []
         node_summaries: list[tuple[str, str]] = []
         for e in batch.excerpts:

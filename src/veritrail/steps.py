@@ -187,6 +187,11 @@ class LMStep:
         self.temperature = temperature
         self.sample_temperature = sample_temperature
 
+    @property
+    def concurrency(self) -> int:
+        """Calls the model runs at once: the most prompts of a round worth having in progress."""
+        return self.model.concurrency
+
     def sample_config(self, sample: int) -> GenerateConfig:
         """The request parameters for sample number `sample` (0 = the hard-prediction call)."""
         from .lm.base import GenerateConfig

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import hashlib
 import signal
 import sys
@@ -107,11 +108,17 @@ def result_config(settings: Settings, oracle_path: str | None) -> dict[str, Any]
 
 def _load_dag(dag_path: str) -> Dag:
     try:
-        return load_dag(dag_path)
+        dag = load_dag(dag_path)
     except DagValidationError as exc:
         fail(str(exc))
     except OSError as exc:
         fail(f"{dag_path}: {exc}")
+    # The DAG lives for the whole run and holds no reference cycles; moving it out of the cyclic
+    # garbage collector's view stops every full collection from re-scanning its ~100,000 nodes
+    # at GraphRAG scale (30-50 ms pauses, most of the engine's CPU in wide rounds:
+    # benchmarks/README.md §4).
+    gc.freeze()
+    return dag
 
 
 def _model_name(settings: Settings, oracle_path: str | None) -> str:
@@ -213,7 +220,7 @@ def job_from_run_dir(run_dir: str, *, out_path: str | None, html: str | None) ->
     # The report names the DAG as the original command did, so a resumed report equals an
     # uninterrupted one.
     return Job(
-        load_dag(dag_path),
+        _load_dag(dag_path),
         str(info.extra.get("dag_path_given") or dag_path),
         dag_sha,
         claims,
