@@ -108,15 +108,16 @@ class ServerProcess:
         assert self.proc.stdout is not None
         self.base_url = self.proc.stdout.readline().strip()
 
-    def _ask(self, cmd: str) -> dict[str, int]:
+    def _ask(self, cmd: str) -> dict[str, Any]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(cmd + "\n")
         self.proc.stdin.flush()
-        doc: dict[str, int] = json.loads(self.proc.stdout.readline())
+        doc: dict[str, Any] = json.loads(self.proc.stdout.readline())
         return doc
 
-    def stats(self) -> dict[str, int]:
-        """{"count": requests served, "max_in_flight": peak concurrent requests}."""
+    def stats(self) -> dict[str, Any]:
+        """{"count": requests served, "max_in_flight": peak concurrent requests, and the
+        server-side time per request: "service_mean_ms", "service_p95_ms"}."""
         return self._ask("count")
 
     def reset(self) -> None:
@@ -137,7 +138,14 @@ def serve(latency: float) -> None:
         for line in sys.stdin:
             if line.strip() == "reset":
                 srv.reset_counters()
-            print(json.dumps({"count": srv.count, "max_in_flight": srv.max_in_flight}), flush=True)
+            times = sorted(srv.service_seconds) or [0.0]
+            doc = {
+                "count": srv.count,
+                "max_in_flight": srv.max_in_flight,
+                "service_mean_ms": statistics.fmean(times) * 1e3,
+                "service_p95_ms": times[int(len(times) * 0.95)] * 1e3,
+            }
+            print(json.dumps(doc), flush=True)
 
 
 def phases(result: ClaimResult, calls: Counter[str]) -> int:
@@ -281,6 +289,10 @@ def report(
     )
     print(f"  achieved {wall:.2f} s  →  wall / bound = {wall / bound:.3f}  (target ≤ 1.1)")
     print(f"  client CPU {cpu:.2f} s = {cpu / max(total, 1) * 1e3:.2f} ms per model call")
+    print(
+        f"  server-side time per request: mean {st['service_mean_ms']:.1f} ms, "
+        f"p95 {st['service_p95_ms']:.1f} ms"
+    )
     ct = sorted(CALL_TIMES)
     print(
         f"  HTTP call as the client sees it ({provider_http(a)}): mean {statistics.fmean(ct) * 1e3:.1f} ms, "

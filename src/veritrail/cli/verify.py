@@ -114,9 +114,9 @@ def _load_dag(dag_path: str) -> Dag:
     except OSError as exc:
         fail(f"{dag_path}: {exc}")
     # The DAG lives for the whole run and holds no reference cycles; moving it out of the cyclic
-    # garbage collector's view stops every full collection from re-scanning its ~100,000 nodes
-    # at GraphRAG scale (30-50 ms pauses, most of the engine's CPU in wide rounds:
-    # benchmarks/README.md §4).
+    # garbage collector's view stops full collections from re-scanning its ~100,000 nodes at
+    # GraphRAG scale (30-50 ms a pause; before read plans were shared they were half of the
+    # engine's CPU in wide rounds, now within noise: benchmarks/README.md §4).
     gc.freeze()
     return dag
 

@@ -124,6 +124,7 @@ class _Stats:
     in_flight: int = 0
     max_in_flight: int = 0
     faults_served: list[FaultKind] = field(default_factory=list)
+    service_seconds: list[float] = field(default_factory=list)
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -151,6 +152,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": {"message": "not found", "type": "not_found"}})
 
     def do_POST(self) -> None:
+        t0 = time.perf_counter()
         owner = self.server.owner
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
@@ -168,7 +170,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
             pass  # the client gave up (timeout) before the reply: nothing to deliver
         finally:
-            owner._leave()
+            owner._leave(time.perf_counter() - t0)
 
     def _answer(self, owner: FakeOpenAIServer, request: dict[str, Any]) -> None:
         if owner.latency > 0:
@@ -385,6 +387,13 @@ class FakeOpenAIServer:
             return self._stats.max_in_flight
 
     @property
+    def service_seconds(self) -> list[float]:
+        """Per answered chat request, seconds from its handler starting to the reply being sent
+        (the configured latency plus the server's own work and waiting for its GIL)."""
+        with self._lock:
+            return list(self._stats.service_seconds)
+
+    @property
     def faults_served(self) -> list[FaultKind]:
         """The faults acted out so far, in order."""
         with self._lock:
@@ -403,9 +412,10 @@ class FakeOpenAIServer:
             self._stats.in_flight += 1
             self._stats.max_in_flight = max(self._stats.max_in_flight, self._stats.in_flight)
 
-    def _leave(self) -> None:
+    def _leave(self, seconds: float) -> None:
         with self._lock:
             self._stats.in_flight -= 1
+            self._stats.service_seconds.append(seconds)
 
     def _next_fault(self) -> Fault | None:
         with self._lock:
