@@ -409,8 +409,13 @@ async def select_over(
 
 
 _BatchResult = tuple[
-    list[tuple[Excerpt, ExcerptSentence]], list[Summary], list[str], list[SelectionIssue], bool
+    Sequence[tuple[Excerpt, ExcerptSentence]],
+    Sequence[Summary],
+    Sequence[str],
+    Sequence[SelectionIssue],
+    bool,
 ]
+_NOTHING_SELECTED: _BatchResult = ((), (), (), (), False)
 
 
 async def run_bounded(
@@ -453,7 +458,7 @@ async def _select_batch(
     if config.samples == 1:
         raws = [await selector.select(claim, subclaims, batch)]
         if not raws[0].ids and raws[0].error is None:
-            return [], [], [], [], False  # most prompts of a wide round select nothing
+            return _NOTHING_SELECTED  # most prompts of a wide round select nothing (shared)
     else:
         raws = list(
             await asyncio.gather(
