@@ -15,6 +15,9 @@ down to a chunk: 1 decomposition call, then 3 iterations of one evidence prompt 
   more than `--concurrency` calls run at once:
   ``bound = latency × max(max over claims of its phases, ceil(total calls / concurrency))``.
   Reported: achieved wall time / bound (target ≤ 1.1 at concurrency 64, 200 ms, 200 claims).
+* **Where the time goes** — each HTTP call timed as the client sees it (send to parsed reply) and
+  as the server spends it (`FakeOpenAIServer.service_seconds`); `--http-client` picks the SDK's
+  transport (aiohttp by default, or httpx).
 * **Cache** — the same run again with the same SQLite response cache: model calls that reach the
   server (target 0) and wall time as a share of the first run (target < 5%).
 """
