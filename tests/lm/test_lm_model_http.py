@@ -396,3 +396,25 @@ async def test_unsupported_format_from_plain_call_is_fatal(caps: CapabilityStore
             )
         assert srv.count == 1 and srv.faults_served == [FaultKind.REJECT_FORMAT]
         await m.aclose()
+
+
+async def test_http_proxy_from_the_environment_is_used(
+    server: FakeOpenAIServer,
+    caps: CapabilityStore,
+    transport: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The fake server doubles as an HTTP proxy; the endpoint's host does not exist, so the reply
+    # can only have come through the proxy (nothing leaves the loopback interface).
+    proxy = f"http://127.0.0.1:{server.port}"
+    for var in ("HTTP_PROXY", "http_proxy", "ALL_PROXY"):
+        monkeypatch.setenv(var, proxy)
+    for var in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    server.responder = lambda req: "via proxy"
+    p = OpenAIProvider("gpt-4o", base_url="http://llm.veritrail-test.invalid/v1", api_key=SECRET)
+    m = Model(p, retry=FAST_RETRY, capabilities=caps)
+    g = await m.generate(ask(), step="verdict")
+    await m.aclose()
+    assert g.text == "via proxy"
+    assert server.proxied == 1 and server.count == 1

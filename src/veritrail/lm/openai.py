@@ -14,7 +14,7 @@ HTTP transport: the SDK's aiohttp client (`openai[aiohttp]`, a dependency of ver
 is installed, else the SDK's default httpx client; `http_client` (or `VERITRAIL_HTTP_CLIENT`) picks
 one of `aiohttp` / `httpx`. aiohttp is the default because of its per-call CPU cost: with 64 calls
 in flight the httpx pool re-checks every pooled connection on each request and release, and the
-client's CPU per call fell from 1.7 to 1.25 ms with aiohttp (benchmarks/README.md §5). Both honour
+client's CPU per call is 1.44 ms with aiohttp against 1.98 ms (benchmarks/README.md §7). Both honour
 the `HTTP(S)_PROXY` environment variables.
 
 The provider does transport only. The SDK's own retries are off (`max_retries=0`): the `Model`

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import urlsplit
 
 
 class FaultKind(StrEnum):
@@ -125,6 +126,7 @@ class _Stats:
     max_in_flight: int = 0
     faults_served: list[FaultKind] = field(default_factory=list)
     service_seconds: list[float] = field(default_factory=list)
+    proxied: int = 0
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -146,7 +148,7 @@ class _Handler(BaseHTTPRequestHandler):
         return None  # quiet: tests read the counters instead
 
     def do_GET(self) -> None:
-        if self.path.rstrip("/") in ("/v1/models", "/models"):
+        if self._route() in ("/v1/models", "/models"):
             self._send_json(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
         else:
             self._send_json(404, {"error": {"message": "not found", "type": "not_found"}})
@@ -156,7 +158,7 @@ class _Handler(BaseHTTPRequestHandler):
         owner = self.server.owner
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
-        if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+        if self._route() not in ("/v1/chat/completions", "/chat/completions"):
             self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "nf"}})
             return
         try:
@@ -171,6 +173,15 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client gave up (timeout) before the reply: nothing to deliver
         finally:
             owner._leave(time.perf_counter() - t0)
+
+    def _route(self) -> str:
+        """The request path; a request in absolute form (`POST http://host/v1/...`, as clients
+        send to an HTTP proxy) is answered too and counted in `proxied`."""
+        path = self.path
+        if path.startswith(("http://", "https://")):
+            self.server.owner._proxied()
+            path = urlsplit(path).path
+        return path.rstrip("/")
 
     def _answer(self, owner: FakeOpenAIServer, request: dict[str, Any]) -> None:
         if owner.latency > 0:
@@ -387,6 +398,12 @@ class FakeOpenAIServer:
             return self._stats.max_in_flight
 
     @property
+    def proxied(self) -> int:
+        """Requests that arrived in absolute form, i.e. with this server used as an HTTP proxy."""
+        with self._lock:
+            return self._stats.proxied
+
+    @property
     def service_seconds(self) -> list[float]:
         """Per answered chat request, seconds from its handler starting to the reply being sent
         (the configured latency plus the server's own work and waiting for its GIL)."""
@@ -416,6 +433,10 @@ class FakeOpenAIServer:
         with self._lock:
             self._stats.in_flight -= 1
             self._stats.service_seconds.append(seconds)
+
+    def _proxied(self) -> None:
+        with self._lock:
+            self._stats.proxied += 1
 
     def _next_fault(self) -> Fault | None:
         with self._lock:
