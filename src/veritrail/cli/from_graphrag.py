@@ -10,6 +10,7 @@ import click
 from pydantic import ValidationError
 
 from ..dag import Dag, DagValidationError, save_dag
+from ..textio import InputError
 from .common import fail as _fail
 from .extract import model_options, open_model
 
@@ -33,6 +34,13 @@ if TYPE_CHECKING:
     type=click.Path(dir_okay=False),
     default=None,
     help="A captured global search (JSON, docs/adapters.md) to add as map answers and answer.",
+)
+@click.option(
+    "--local-capture",
+    "local_capture_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="A captured local search (JSON, docs/adapters.md): its answer and context records.",
 )
 @click.option(
     "--terminal-report",
@@ -60,6 +68,7 @@ def from_graphrag(
     cache: str | None,
     threads: int | None,
     capture_path: str | None,
+    local_capture_path: str | None,
     terminal_report: str | None,
     community_level: int,
     batch_tokens: int,
@@ -69,7 +78,7 @@ def from_graphrag(
 
     Text units → entity/relationship descriptions → community reports, then either the map
     answers and final answer of a global search (--capture FILE, or --question Q --model M to
-    run our own), or, with no query, a chosen report as terminal (--terminal-report) or by default
+    run our own), the answer of a local search (--local-capture FILE), or, with no query, a chosen report as terminal (--terminal-report) or by default
     a plumbing DAG whose top-level report is made terminal over everything.
     """
     from ..adapters.graphrag import (
@@ -80,17 +89,30 @@ def from_graphrag(
         load_index,
     )
 
-    if sum(x is not None for x in (question, capture_path, terminal_report)) > 1:
-        _fail("use only one of --question, --capture and --terminal-report")
+    if (
+        sum(x is not None for x in (question, capture_path, local_capture_path, terminal_report))
+        > 1
+    ):
+        _fail("use only one of --question, --capture, --local-capture and --terminal-report")
     try:
         index = load_index(index_dir)
         dag: Dag
         if capture_path is not None:
             try:
                 capture = GlobalSearchCapture.from_file(capture_path)
+            except InputError as exc:  # unreadable, not UTF-8, not JSON: names the file
+                _fail(str(exc))
             except (OSError, ValidationError) as exc:
                 _fail(f"{capture_path}: {exc}")
             dag = build_query_dag(index, capture)
+        elif local_capture_path is not None:
+            from ..adapters.graphrag_search import LocalSearchCapture, build_local_query_dag
+
+            try:
+                local = LocalSearchCapture.from_file(local_capture_path)
+            except (OSError, ValidationError) as exc:
+                _fail(f"{local_capture_path}: {exc}")
+            dag = build_local_query_dag(index, local)
         elif question is not None:
             dag = asyncio.run(
                 _search(

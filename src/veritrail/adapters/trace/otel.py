@@ -1,0 +1,321 @@
+"""OpenTelemetry spans that follow the OpenInference semantic conventions.
+
+Two encodings are read:
+
+* **OTLP JSON**, as the OpenTelemetry collector's file exporter writes it (one
+  ``{"resourceSpans": [{"scopeSpans": [{"spans": [...]}]}]}`` request per line, or one document):
+  attributes are ``{"key": ..., "value": {"stringValue": ...}}``, times are
+  ``startTimeUnixNano`` strings, ids are hex (or base64, as protobuf's own JSON mapping writes
+  them; both are only compared with each other);
+* **opentelemetry-sdk span JSON**: what ``ReadableSpan.to_json()`` returns (``context.span_id``,
+  ``parent_id``, ISO ``start_time``, flat ``attributes``), one object per line, a list, or
+  pretty-printed objects one after another.
+
+Attributes read (OpenInference): ``openinference.span.kind``; ``input.value`` /
+``output.value`` (parsed when their ``*.mime_type`` is JSON or they look like JSON);
+``llm.input_messages.N.message.content`` (and ``.message.contents.M.message_content.text``),
+``llm.output_messages.N.message.content``, ``llm.prompts`` / ``llm.prompts.N.prompt.text``;
+``retrieval.documents.N.document.content``; ``reranker.output_documents.N.document.content``.
+A span without an OpenInference kind is kept as kind OTHER (it never becomes a node).
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from .model import Kind, TraceError, TraceSpan, text_leaves, unique
+
+_INDEXED = re.compile(r"^(?P<prefix>[a-z_.]+?)\.(?P<i>\d+)\.(?P<rest>.+)$")
+
+
+def _indexed(attrs: Mapping[str, Any], prefix: str, field: str) -> list[str]:
+    """Values of ``prefix.N.field`` in index order (flattened OpenInference lists)."""
+    found: list[tuple[int, int, str]] = []
+    for k, v in attrs.items():
+        if not k.startswith(prefix + "."):
+            continue
+        m = _INDEXED.match(k)
+        if m is None or m.group("prefix") != prefix or not isinstance(v, str):
+            continue
+        rest = m.group("rest")
+        if rest == field:
+            found.append((int(m.group("i")), -1, v))
+        elif field == "message.content" and rest.startswith("message.contents."):
+            # Multimodal content: message.contents.M.message_content.text
+            sub = re.match(r"message\.contents\.(\d+)\.message_content\.text$", rest)
+            if sub:
+                found.append((int(m.group("i")), int(sub.group(1)), v))
+    found.sort(key=lambda x: (x[0], x[1]))
+    return [v for *_, v in found]
+
+
+def _generation_texts(value: Any) -> list[str]:
+    """The generated texts in an LLM span's ``output.value`` when no output messages are given."""
+    if isinstance(value, str):
+        s = value.strip()
+        if s[:1] == "{":
+            import json
+
+            try:
+                doc = json.loads(s)
+            except ValueError:
+                doc = None
+            if isinstance(doc, dict):
+                gens = doc.get("generations")
+                if isinstance(gens, list):  # LangChain's LLMResult
+                    out = []
+                    for group in gens:
+                        for g in group if isinstance(group, list) else [group]:
+                            if isinstance(g, dict) and isinstance(g.get("text"), str):
+                                out.append(g["text"])
+                    return out
+                choices = doc.get("choices")
+                if isinstance(choices, list):  # an OpenAI chat completion
+                    out = []
+                    for c in choices:
+                        if isinstance(c, dict):
+                            msg = c.get("message") or {}
+                            t = msg.get("content") if isinstance(msg, dict) else c.get("text")
+                            if isinstance(t, str):
+                                out.append(t)
+                    return out
+        return list(text_leaves(value))
+    return list(text_leaves(value))
+
+
+def span_from_attributes(
+    *,
+    span_id: str,
+    parent_id: str | None,
+    trace_id: str,
+    name: str,
+    start: int,
+    end: int,
+    seq: int,
+    attrs: Mapping[str, Any],
+) -> TraceSpan:
+    """A `TraceSpan` from one span's (flat) OpenInference attributes."""
+    kind = Kind.parse(attrs.get("openinference.span.kind"))
+    inputs: list[str] = []
+    outputs: list[str] = []
+    documents: list[str] = []
+    if kind is Kind.LLM:
+        # Every message, system ones included: a RAG prompt often carries its context there.
+        inputs = _indexed(attrs, "llm.input_messages", "message.content")
+        if not inputs:
+            inputs = _indexed(attrs, "llm.prompts", "prompt.text")
+        if not inputs:
+            prompts = attrs.get("llm.prompts")
+            if isinstance(prompts, list):
+                inputs = [p for p in prompts if isinstance(p, str)]
+        if not inputs and attrs.get("input.value") is not None:
+            inputs = _all_strings(attrs["input.value"])
+        outputs = _indexed(attrs, "llm.output_messages", "message.content")
+        if not outputs and attrs.get("output.value") is not None:
+            outputs = _generation_texts(attrs["output.value"])
+    elif kind in (Kind.CHAIN, Kind.AGENT, Kind.TOOL):
+        if attrs.get("input.value") is not None:
+            inputs = list(text_leaves(attrs["input.value"]))
+        if attrs.get("output.value") is not None:
+            outputs = list(text_leaves(attrs["output.value"]))
+    elif kind is Kind.RETRIEVER:
+        documents = _indexed(attrs, "retrieval.documents", "document.content")
+        if attrs.get("input.value") is not None:
+            inputs = list(text_leaves(attrs["input.value"]))
+    elif kind is Kind.RERANKER:
+        documents = _indexed(attrs, "reranker.output_documents", "document.content")
+    return TraceSpan(
+        id=span_id,
+        parent_id=parent_id or None,
+        trace_id=trace_id,
+        name=name,
+        kind=kind,
+        start=start,
+        end=end,
+        seq=seq,
+        inputs=unique(inputs),
+        outputs=unique(outputs),
+        documents=unique(documents),
+    )
+
+
+def _all_strings(value: Any) -> list[str]:
+    # An LLM's raw input: every message text, system included (see span_from_attributes).
+    import json
+
+    if isinstance(value, str):
+        try:
+            doc = json.loads(value)
+        except ValueError:
+            return [value]
+        value = doc
+    out: list[str] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+        elif isinstance(v, dict):
+            if isinstance(v.get("kwargs"), dict) and "content" in v["kwargs"]:
+                walk(v["kwargs"]["content"])
+            elif "content" in v:
+                walk(v["content"])
+            elif "text" in v:
+                walk(v["text"])
+            else:
+                for k, x in v.items():
+                    if k not in ("id", "lc", "type", "role", "name", "additional_kwargs"):
+                        walk(x)
+
+    walk(value)
+    return out
+
+
+# -- OTLP JSON ----------------------------------------------------------------------------------
+
+
+def _any_value(v: Any) -> Any:
+    """Decode an OTLP ``AnyValue`` object."""
+    if not isinstance(v, dict):
+        return v
+    if "stringValue" in v:
+        return v["stringValue"]
+    if "boolValue" in v:
+        return bool(v["boolValue"])
+    if "intValue" in v:
+        return int(v["intValue"])
+    if "doubleValue" in v:
+        return float(v["doubleValue"])
+    if "arrayValue" in v:
+        return [_any_value(x) for x in (v["arrayValue"] or {}).get("values", [])]
+    if "kvlistValue" in v:
+        return {
+            kv.get("key"): _any_value(kv.get("value"))
+            for kv in (v["kvlistValue"] or {}).get("values", [])
+        }
+    if "bytesValue" in v:
+        return v["bytesValue"]
+    return None
+
+
+def _otlp_id(v: Any) -> str:
+    """An OTLP id as lower-case hex (the file exporter writes hex, protobuf's JSON base64)."""
+    s = str(v or "")
+    if not s:
+        return ""
+    if re.fullmatch(r"[0-9a-fA-F]+", s) and len(s) in (16, 32):
+        return s.lower()
+    try:
+        return base64.b64decode(s, validate=True).hex()
+    except ValueError:
+        return s
+
+
+def is_otlp(doc: Any) -> bool:
+    """True for an OTLP JSON export request."""
+    return isinstance(doc, dict) and isinstance(doc.get("resourceSpans"), list)
+
+
+def read_otlp(docs: Iterable[Any]) -> list[TraceSpan]:
+    """Spans of OTLP JSON export requests (``resourceSpans`` → ``scopeSpans`` → ``spans``)."""
+    out: list[TraceSpan] = []
+    for doc in docs:
+        if not is_otlp(doc):
+            raise TraceError('expected OTLP JSON objects with a "resourceSpans" list')
+        for rs in doc["resourceSpans"]:
+            for ss in (
+                (rs or {}).get("scopeSpans") or (rs or {}).get("instrumentationLibrarySpans") or []
+            ):
+                for sp in (ss or {}).get("spans") or []:
+                    if not isinstance(sp, dict):
+                        raise TraceError("an OTLP span is not an object")
+                    attrs = {
+                        str(a.get("key")): _any_value(a.get("value"))
+                        for a in sp.get("attributes") or []
+                        if isinstance(a, dict)
+                    }
+                    try:
+                        start = int(sp.get("startTimeUnixNano") or 0)
+                        end = int(sp.get("endTimeUnixNano") or start)
+                    except (TypeError, ValueError) as exc:
+                        raise TraceError(f"span {sp.get('name')!r}: bad time: {exc}") from exc
+                    out.append(
+                        span_from_attributes(
+                            span_id=_otlp_id(sp.get("spanId")),
+                            parent_id=_otlp_id(sp.get("parentSpanId")) or None,
+                            trace_id=_otlp_id(sp.get("traceId")),
+                            name=str(sp.get("name") or ""),
+                            start=start,
+                            end=end,
+                            seq=len(out),
+                            attrs=attrs,
+                        )
+                    )
+    return out
+
+
+# -- opentelemetry-sdk span JSON ----------------------------------------------------------------
+
+
+def is_sdk_span(doc: Any) -> bool:
+    """True for one ``ReadableSpan.to_json()`` object."""
+    return (
+        isinstance(doc, dict)
+        and isinstance(doc.get("context"), dict)
+        and "span_id" in doc["context"]
+        and "name" in doc
+    )
+
+
+def _iso_ns(value: Any) -> int:
+    s = str(value or "")
+    if not s:
+        return 0
+    m = re.match(r"^(.*?)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)?$", s)
+    if m is None:
+        raise TraceError(f"bad time {s!r}")
+    base, frac, tz = m.group(1), m.group(2) or "", m.group(3) or "+00:00"
+    try:
+        dt = datetime.fromisoformat(base + ("+00:00" if tz == "Z" else tz))
+    except ValueError as exc:
+        raise TraceError(f"bad time {s!r}") from exc
+    return int(dt.timestamp()) * 1_000_000_000 + int((frac + "000000000")[:9])
+
+
+def _hex(v: Any) -> str:
+    s = str(v or "")
+    return s[2:].lower() if s.lower().startswith("0x") else s.lower()
+
+
+def read_sdk_spans(docs: Iterable[Any]) -> list[TraceSpan]:
+    """Spans of opentelemetry-sdk ``to_json()`` objects."""
+    out: list[TraceSpan] = []
+    for doc in docs:
+        if not is_sdk_span(doc):
+            raise TraceError("expected opentelemetry-sdk span objects (with context.span_id)")
+        attrs = doc.get("attributes") or {}
+        if not isinstance(attrs, dict):
+            raise TraceError(f"span {doc.get('name')!r}: attributes must be an object")
+        start = _iso_ns(doc.get("start_time"))
+        out.append(
+            span_from_attributes(
+                span_id=_hex(doc["context"].get("span_id")),
+                parent_id=_hex(doc.get("parent_id")) or None,
+                trace_id=_hex(doc["context"].get("trace_id")),
+                name=str(doc.get("name") or ""),
+                start=start,
+                end=_iso_ns(doc.get("end_time")) or start,
+                seq=len(out),
+                attrs=attrs,
+            )
+        )
+    return out
+
+
+__all__ = ["is_otlp", "is_sdk_span", "read_otlp", "read_sdk_spans", "span_from_attributes"]

@@ -1,0 +1,112 @@
+"""`veritrail from-trace FILE --out dag.json`: an OpenInference / Langfuse trace → DAG."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from ..redaction import redact
+from .common import fail as _fail
+
+if TYPE_CHECKING:
+    from ..adapters.trace import TraceImport
+
+
+@click.command("from-trace")
+@click.argument("trace_file", type=click.Path(dir_okay=False))
+@click.option(
+    "--out", "out_path", required=True, type=click.Path(dir_okay=False), help="DAG file to write."
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["otlp", "otel-sdk", "langfuse"]),
+    default=None,
+    help="Force the input format (default: detected).",
+)
+@click.option("--trace-id", default=None, help="Which trace, when the file holds several.")
+@click.option(
+    "--threshold",
+    type=click.FloatRange(1, 100),
+    default=None,
+    help="Fuzzy-match score (rapidfuzz partial_ratio, 0-100) for a sentence to count as part "
+    "of an input. Default 90 (docs/adapters.md).",
+)
+@click.option("--no-fuzzy", is_flag=True, help="Link by containment only.")
+@click.option(
+    "--explain", is_flag=True, help="Also list unmatched spans, fuzzy and ambiguous links."
+)
+def from_trace(
+    trace_file: str,
+    out_path: str,
+    fmt: str | None,
+    trace_id: str | None,
+    threshold: float | None,
+    no_fuzzy: bool,
+    explain: bool,
+) -> None:
+    """Build the generation DAG of a traced pipeline run.
+
+    Reads OpenTelemetry spans with OpenInference attributes (OTLP JSON from the collector's file
+    exporter, or opentelemetry-sdk span.to_json() objects) or a Langfuse trace export. Roots are
+    the texts that entered the trace (inputs, retrieved documents, tool outputs), nodes are LLM
+    generations, and an edge u -> v means u's text is part of the input of the generation that
+    wrote v. A trace that gives no valid DAG is rejected with the reason (exit status 2).
+    """
+    from ..adapters.trace import DEFAULT_THRESHOLD, MatchSettings, TraceError, dag_from_trace
+    from ..dag import save_dag
+
+    try:
+        if Path(out_path).resolve() == Path(trace_file).resolve():
+            _fail("--out must not be the trace file (an input file is never overwritten)")
+    except OSError as exc:
+        _fail(redact(str(exc)))
+    settings = MatchSettings(
+        threshold=threshold if threshold is not None else DEFAULT_THRESHOLD, fuzzy=not no_fuzzy
+    )
+    try:
+        result = dag_from_trace(trace_file, fmt=fmt, trace_id=trace_id, settings=settings)
+    except TraceError as exc:
+        _fail(redact(f"{trace_file}: {exc}"))
+    if explain:
+        click.echo(explain_text(result))
+    try:
+        save_dag(result.dag, out_path)
+    except OSError as exc:
+        _fail(redact(f"{out_path}: {exc}"))
+    dag = result.dag
+    st = dag.meta.get("stage_names", {})
+    per_stage = ", ".join(f"{sum(1 for n in dag if n.stage == int(k))} {v}" for k, v in st.items())
+    click.echo(
+        f"{len(dag)} nodes, {dag.edges} edges ({per_stage}); terminal {dag.terminal}; "
+        f"written to {Path(out_path)}"
+    )
+
+
+def explain_text(result: TraceImport) -> str:
+    """The `--explain` listing: links by how they were found, unmatched spans, ambiguities."""
+    lines = [f"trace {result.trace_id}"]
+    fuzzy = [lk for lk in result.links if lk.how == "fuzzy"]
+    contained = len(result.links) - len(fuzzy)
+    lines.append(f"links: {contained} by containment, {len(fuzzy)} fuzzy")
+    for lk in fuzzy:
+        lines.append(
+            f"  fuzzy {lk.source} -> {lk.target}: score {lk.score:g}, "
+            f"{lk.sentences} sentences matched"
+        )
+    lines.append(f"ambiguous links: {len(result.ambiguous)}")
+    for a in result.ambiguous:
+        lines.append(f"  {', '.join(a.sources)} into {a.target}: {a.reason}")
+    lines.append(f"unmatched spans: {len(result.unmatched)}")
+    for n in result.unmatched:
+        lines.append(f"  {n.kind} {n.name} ({n.span_id}): {n.note}")
+    if result.no_text:
+        lines.append(
+            "spans that generate no text (never nodes): "
+            + ", ".join(f"{k} {v}" for k, v in result.no_text.items())
+        )
+    lines.append(f"root candidates not used by the final output: {len(result.unused_roots)}")
+    lines += [f"  {u}" for u in result.unused_roots]
+    return redact("\n".join(lines))
