@@ -1,0 +1,40 @@
+"""Batch verification: many jobs (DAG + claims) from a JSON Lines manifest, run by the local
+executor (one process, one event loop) or on a Ray cluster. See docs/scale.md.
+
+Python use::
+
+    from veritrail.batch import LocalExecutor, load_manifest, prepare_jobs, run_batch
+
+    entries = load_manifest("manifest.jsonl")
+    jobs = prepare_jobs(Path("manifest.jsonl"), entries, flags={}, config_path=None, html=False)
+    result = run_batch(jobs, LocalExecutor(concurrency=64), manifest="manifest.jsonl",
+                       summary_dir=Path("."), concurrency=64)
+"""
+
+from __future__ import annotations
+
+from .driver import BatchResult, Executor, open_states, run_batch
+from .jobs import BatchInputError, BatchJob, JobOutcome, JobState, ModelSpec, prepare_jobs
+from .local import LocalExecutor
+from .manifest import BATCH_ONLY_SETTINGS, ManifestError, ManifestJob, load_manifest
+from .ray_executor import RayExecutor, RayUnavailableError
+
+__all__ = [
+    "BATCH_ONLY_SETTINGS",
+    "BatchInputError",
+    "BatchJob",
+    "BatchResult",
+    "Executor",
+    "JobOutcome",
+    "JobState",
+    "LocalExecutor",
+    "ManifestError",
+    "ManifestJob",
+    "ModelSpec",
+    "RayExecutor",
+    "RayUnavailableError",
+    "load_manifest",
+    "open_states",
+    "prepare_jobs",
+    "run_batch",
+]

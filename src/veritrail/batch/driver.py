@@ -1,0 +1,157 @@
+"""The driver of a batch: open every job's run store, run an executor, write the reports."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..records import ClaimResult
+from ..runstore import Status
+from .jobs import (
+    BatchInputError,
+    BatchJob,
+    JobOutcome,
+    JobState,
+    exit_code,
+    finish_job,
+    fitted_config,
+    open_store,
+    outcome,
+)
+from .local import ModelPool, Record
+from .summary import INDEX_FILE, SUMMARY_FILE, summary_document, write_index, write_summary
+
+
+class Executor(Protocol):
+    """Runs the claims the jobs have left and calls `record` for each finished claim."""
+
+    name: str
+
+    def run(self, states: Sequence[JobState], record: Record) -> None:
+        """Verify `state.todo()` of every state."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    """What `run_batch` produced."""
+
+    exit_code: int
+    summary: dict[str, Any]
+    outcomes: list[JobOutcome]
+    summary_path: Path
+    index_path: Path
+
+
+def open_states(jobs: Sequence[BatchJob], *, concurrency: int) -> list[JobState]:
+    """Open (create, or reopen to resume) every job's run store and lock it.
+
+    Jobs without a claims file get their claims extracted here, on the driver. Raises
+    `BatchInputError` when a job's model cannot be built (before any model call).
+    """
+
+    async def go() -> list[JobState]:
+        pool = ModelPool(concurrency)
+        out: list[JobState] = []
+        try:
+            for job in jobs:
+                provider = None
+                if job.oracle_doc is None:
+                    try:
+                        provider = pool.provider(job.model)
+                    except ValueError as exc:  # unknown provider option, bad model name
+                        raise BatchInputError(f"job {job.id}: {exc}") from None
+                model = pool.model(job.model) if job.claims is None else None
+                store = await open_store(job, model)
+                out.append(
+                    JobState(job, store, fitted_config(job, provider), resumed=len(store.done))
+                )
+            return out
+        finally:
+            await pool.aclose()
+
+    return asyncio.run(go())
+
+
+def run_batch(
+    jobs: Sequence[BatchJob],
+    executor: Executor,
+    *,
+    manifest: str,
+    summary_dir: Path,
+    concurrency: int,
+    max_unsupported: float | None = None,
+    on_job_done: Callable[[JobState], None] | None = None,
+) -> BatchResult:
+    """Run every job to the end (or as far as possible) and write the batch's outputs.
+
+    Each finished claim is recorded in its job's run store as it arrives; a job's report is
+    written as soon as its last claim is in. On KeyboardInterrupt (Ctrl-C, SIGTERM via the CLI)
+    the unfinished run stores are marked interrupted and the exception goes on.
+    """
+    t0 = time.perf_counter()
+    prompt_dirs = {j.settings.prompt_dir for j in jobs if j.settings.prompt_dir}
+    if prompt_dirs:
+        from ..prompting import set_prompt_dir
+
+        set_prompt_dir(next(iter(prompt_dirs)))
+    states = open_states(jobs, concurrency=concurrency)
+
+    def finish(st: JobState) -> None:
+        finish_job(st, executor=executor.name)
+        if on_job_done is not None:
+            on_job_done(st)
+
+    def record(st: JobState, r: ClaimResult) -> None:
+        if st.record(r) and st.complete() and not st.finished:
+            finish(st)
+
+    try:
+        for st in states:
+            if st.complete():
+                finish(st)  # finished by an earlier run that stopped before its report
+        todo = [st for st in states if not st.finished]
+        if todo:
+            executor.run(todo, record)
+        for st in states:
+            if not st.finished and st.complete():
+                finish(st)
+    except BaseException:
+        for st in states:
+            if not st.finished:
+                st.store.set_status(Status.INTERRUPTED)
+        raise
+    for st in states:
+        if not st.finished:
+            st.store.set_status(Status.INTERRUPTED)
+    outcomes = [outcome(st, max_unsupported) for st in states]
+    code = exit_code(outcomes)
+    extra: dict[str, Any] = {}
+    stats = getattr(executor, "stats", None)
+    if stats is not None:
+        extra["ray"] = {
+            "workers": stats.workers,
+            "tasks": stats.tasks,
+            "retried_claims": stats.retried_claims,
+            "duplicates_dropped": stats.duplicates_dropped,
+            "worker_cpu_seconds": round(stats.worker_cpu_seconds, 3),
+            "requests": stats.requests,
+            "failures": list(stats.failures),
+        }
+    doc = summary_document(
+        outcomes,
+        manifest=manifest,
+        executor=executor.name,
+        exit_code=code,
+        wall_seconds=time.perf_counter() - t0,
+        extra=extra,
+    )
+    summary_path = summary_dir / SUMMARY_FILE
+    index_path = summary_dir / INDEX_FILE
+    write_summary(doc, summary_path)
+    write_index(doc, index_path)
+    return BatchResult(code, doc, outcomes, summary_path, index_path)

@@ -1,0 +1,541 @@
+"""Batch jobs: checking every input up front, the model each job uses, run stores and reports.
+
+Everything here runs on the driver (the process that runs `veritrail batch`); the executors
+(`local`, `ray_executor`) only verify claims and hand each finished claim back to the driver,
+which records it in its job's run store at once (the same durable run directory as
+`veritrail verify`, so a job of a batch can also be finished with `veritrail resume RUN_DIR`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..claims import ClaimsFileError, load_claims
+from ..config import VerifyConfig, fit_to_context, model_context_window
+from ..dag import Dag, DagValidationError, load_dag
+from ..records import Claim, ClaimResult, Termination, Verdict
+from ..report import build_report, write_report
+from ..runstore import (
+    RUN_FILE,
+    RunStore,
+    Status,
+    default_run_dir,
+    file_sha256,
+    run_fingerprint,
+)
+from ..settings import RESULT_SETTINGS, Settings, SettingsError, resolve_settings
+from .manifest import ManifestJob
+
+if TYPE_CHECKING:
+    from ..lm.base import Provider
+    from ..lm.cache import ResponseCache
+    from ..lm.model import Model
+    from ..steps import Steps
+
+_CACHE_OFF = ("0", "off", "false", "no", "none")
+
+
+class BatchInputError(ValueError):
+    """A job's inputs or outputs cannot be used; found before any model call (exit status 2)."""
+
+
+# -- the model of a job ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """How to build a job's model, in any process (picklable: it travels to Ray workers).
+
+    Jobs with equal specs share one provider (connection pool) in the local executor.
+    """
+
+    name: str
+    base_url: str | None = None
+    cache: str | bool = True
+    """A cache file, True for the default cache of the process's machine, False for none."""
+    prices: str | None = None
+    threads: int | None = None
+    max_reasks: int | None = None
+
+    def provider(self) -> Provider:
+        """A new provider (transport only). Raises ValueError for options it does not take."""
+        from ..lm.registry import get_provider
+
+        # Provider options only some providers take: passing them to others would be an error.
+        local_only: dict[str, Any] = (
+            {"threads": self.threads} if self.name.startswith("local/") else {}
+        )
+        return get_provider(self.name, base_url=self.base_url, **local_only)
+
+    def open_cache(self) -> ResponseCache | None:
+        """The response cache this spec names (None: no cache), as `veritrail verify` opens it."""
+        from ..lm.cache import ResponseCache
+
+        if self.cache is False:
+            return None
+        if self.cache is True:
+            return None if os.environ.get("VERITRAIL_CACHE") == "0" else ResponseCache()
+        return ResponseCache(self.cache)
+
+    def model(self, provider: Provider, *, cache: ResponseCache | None, concurrency: int) -> Model:
+        """The `Model` wrapper around `provider` (same settings in every executor)."""
+        from ..lm.model import DEFAULT_MAX_REASKS, Model
+        from ..lm.pricing import PriceTable
+        from ..lm.registry import retry_policy_from_env
+
+        # As `lm.registry.get_model` builds it, but around a provider given here (the local
+        # executor shares one provider between jobs).
+        table = PriceTable.from_file(self.prices) if self.prices else None
+        return Model(
+            provider,
+            cache=cache,
+            concurrency=concurrency,
+            retry=retry_policy_from_env(),
+            prices=table,
+            max_reasks=DEFAULT_MAX_REASKS if self.max_reasks is None else self.max_reasks,
+        )
+
+
+def model_spec(settings: Settings, model_name: str, cache: str | bool) -> ModelSpec:
+    """The `ModelSpec` of a job's resolved settings."""
+    max_reasks = getattr(settings, "max_reasks", None)  # a setting newer than this module
+    return ModelSpec(
+        name=model_name,
+        base_url=settings.base_url,
+        cache=cache,
+        prices=settings.prices,
+        threads=settings.threads,
+        max_reasks=max_reasks if isinstance(max_reasks, int) else None,
+    )
+
+
+def cache_setting(value: str | None) -> str | bool:
+    """`--cache` as `ModelSpec.cache`: unset → True (default cache), 'off' → False, else a path."""
+    if value is None:
+        return True
+    return False if value.strip().lower() in _CACHE_OFF else value
+
+
+def oracle_steps(doc: Any) -> Steps:
+    """The steps of an oracle document (already read and checked on the driver)."""
+    from ..oracle import Oracle
+
+    return Oracle.from_dict(doc).steps()
+
+
+# -- a prepared job -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BatchJob:
+    """One manifest line, loaded and checked: what the driver needs to run and report it."""
+
+    id: str
+    dag: Dag
+    dag_path: str
+    dag_sha256: str
+    claims: list[Claim] | None
+    """None: extracted from the terminal node (by the driver, before verification starts)."""
+    claims_path: str | None
+    oracle_path: str | None
+    oracle_doc: Any
+    settings: Settings
+    model: ModelSpec
+    fingerprint: str
+    run_dir: Path
+    out_path: Path
+    html_path: Path | None
+
+    def result_config(self) -> dict[str, Any]:
+        """The settings that determine results (as `veritrail verify` fingerprints them)."""
+        return result_config(self.settings, self.oracle_path)
+
+
+def result_config(settings: Settings, oracle_path: str | None) -> dict[str, Any]:
+    """Same as `veritrail verify`'s: result settings, oracle and prompt-override hashes.
+
+    Kept equal to `cli.verify.result_config` so a job of a batch and `veritrail verify` with the
+    same inputs share one run fingerprint (tests/batch checks the two agree).
+    """
+    import hashlib
+
+    d = settings.to_dict()
+    out = {k: d[k] for k in RESULT_SETTINGS if k in d}
+    if oracle_path is not None:
+        out["oracle_sha256"] = file_sha256(oracle_path)
+    if settings.prompt_dir:
+        h = hashlib.sha256()
+        for f in sorted(Path(settings.prompt_dir).glob("*.md")):
+            h.update(f.name.encode("utf-8") + b"\0" + f.read_bytes() + b"\0")
+        out["prompt_dir_sha256"] = h.hexdigest()
+    return out
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _model_name(settings: Settings) -> str:
+    from ..lm.registry import ModelNameError, resolve_name, split_name
+
+    name = resolve_name(settings.model)
+    try:
+        split_name(name)
+    except ModelNameError as exc:
+        raise BatchInputError(str(exc)) from None
+    return name
+
+
+def prepare_jobs(
+    manifest_path: Path,
+    entries: Sequence[ManifestJob],
+    *,
+    flags: Mapping[str, Any],
+    config_path: str | None,
+    html: bool,
+    extra_inputs: Iterable[Path] = (),
+) -> list[BatchJob]:
+    """Load and check every job (DAG, claims, oracle, settings, outputs) before anything runs.
+
+    Raises `BatchInputError` listing every problem found (at most 20 lines).
+    """
+    problems: list[str] = []
+    jobs: list[BatchJob] = []
+    for e in entries:
+        try:
+            jobs.append(_prepare_one(e, flags=flags, config_path=config_path, html=html))
+        except BatchInputError as exc:
+            problems.append(f"job {e.id} (line {e.line}): {exc}")
+    if not problems:
+        problems = _check_outputs(manifest_path, jobs, extra_inputs)
+    if problems:
+        more = f"\n... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        raise BatchInputError("\n".join(problems[:20]) + more)
+    return jobs
+
+
+def _prepare_one(
+    e: ManifestJob, *, flags: Mapping[str, Any], config_path: str | None, html: bool
+) -> BatchJob:
+    try:
+        settings = resolve_settings({**flags, **e.settings}, config_path=config_path)
+    except SettingsError as exc:
+        raise BatchInputError(str(exc)) from None
+    dag_path = str(e.dag)
+    try:
+        dag = load_dag(dag_path)
+    except DagValidationError as exc:
+        raise BatchInputError(str(exc)) from None
+    except OSError as exc:
+        raise BatchInputError(f"{dag_path}: {exc.strerror or exc}") from None
+    claims: list[Claim] | None = None
+    if e.claims is not None:
+        try:
+            claims = load_claims(e.claims)
+        except ClaimsFileError as exc:
+            raise BatchInputError(str(exc)) from None
+        if not claims:
+            raise BatchInputError(f"{e.claims}: no claims to verify")
+    oracle_doc: Any = None
+    if e.oracle is not None:
+        if claims is None:
+            raise BatchInputError(
+                "an oracle needs a claims file (it answers for the claims it lists)"
+            )
+        import json
+
+        from ..oracle import Oracle, OracleError
+
+        try:
+            oracle_doc = json.loads(e.oracle.read_text(encoding="utf-8"))
+            Oracle.from_dict(oracle_doc)
+        except FileNotFoundError:
+            raise BatchInputError(f"oracle file {e.oracle} not found") from None
+        except (OSError, ValueError, OracleError) as exc:
+            raise BatchInputError(f"{e.oracle}: {exc}") from None
+    oracle_path = str(e.oracle) if e.oracle is not None else None
+    model_name = "oracle" if oracle_path is not None else _model_name(settings)
+    try:
+        settings.verify_config()
+    except ValueError as exc:
+        raise BatchInputError(str(exc)) from None
+    dag_sha = file_sha256(dag_path)
+    fp = run_fingerprint(
+        dag_sha256=dag_sha,
+        claims=claims,
+        model=model_name,
+        config=result_config(settings, oracle_path),
+    )
+    run_dir = e.run_dir or default_run_dir(settings.runs_dir, dag_path, fp)
+    return BatchJob(
+        id=e.id,
+        dag=dag,
+        dag_path=dag_path,
+        dag_sha256=dag_sha,
+        claims=claims,
+        claims_path=str(e.claims) if e.claims is not None else None,
+        oracle_path=oracle_path,
+        oracle_doc=oracle_doc,
+        settings=settings,
+        model=model_spec(settings, model_name, cache_setting(settings.cache)),
+        fingerprint=fp,
+        run_dir=Path(run_dir),
+        out_path=e.out,
+        html_path=e.out.with_suffix(".html") if html else None,
+    )
+
+
+def _check_outputs(manifest: Path, jobs: Sequence[BatchJob], extra: Iterable[Path]) -> list[str]:
+    """Outputs never overwrite an input, never collide, and two jobs never share a run."""
+    problems: list[str] = []
+    inputs: list[Path] = [manifest, *extra]
+    for j in jobs:
+        inputs.append(Path(j.dag_path))
+        inputs += [Path(p) for p in (j.claims_path, j.oracle_path) if p is not None]
+    outputs: dict[Path, str] = {}
+    runs: dict[Path, str] = {}
+    for j in jobs:
+        for kind, p in (("out", j.out_path), ("HTML report", j.html_path)):
+            if p is None:
+                continue
+            if p.is_dir():
+                problems.append(f"job {j.id}: {kind} {p} is a directory")
+                continue
+            clash = next((i for i in inputs if _same_file(p, i)), None)
+            if clash is not None:
+                problems.append(
+                    f"job {j.id}: {kind} {p} is an input ({clash}); refusing to overwrite it"
+                )
+                continue
+            key = p.resolve()
+            if key in outputs:
+                problems.append(f"job {j.id}: {kind} {p} is also written by job {outputs[key]}")
+                continue
+            outputs[key] = j.id
+        rkey = j.run_dir.resolve()
+        if rkey in runs:
+            problems.append(
+                f"job {j.id}: same run directory {j.run_dir} as job {runs[rkey]} (the same "
+                "inputs and settings); drop one job or give it its own run_dir"
+            )
+        runs[rkey] = j.id
+    prompt_dirs = {j.settings.prompt_dir for j in jobs}
+    if len(prompt_dirs) > 1:
+        # Prompt overrides are a process-wide setting of the prompt loader.
+        problems.append("all jobs of a batch must use the same prompt_dir")
+    return problems
+
+
+# -- the driver's view of a running job -----------------------------------------------------------
+
+
+@dataclass
+class JobState:
+    """A job whose run store is open (and locked) on the driver."""
+
+    job: BatchJob
+    store: RunStore
+    config: VerifyConfig
+    """The loop settings after `fit_to_context` (what the report shows)."""
+    resumed: int
+    recorded: set[str] = field(default_factory=set)
+    """Claims recorded by this batch run (a retried Ray task may deliver a claim twice)."""
+    notes: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    """Why some claims got no result (a task that failed for good), redacted."""
+    started: float = field(default_factory=time.perf_counter)
+    started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    report: dict[str, Any] | None = None
+    finished: bool = False
+
+    def todo(self) -> list[Claim]:
+        """Claims still to verify (never recorded, or last recorded with an error)."""
+        return self.store.remaining()
+
+    def record(self, result: ClaimResult) -> bool:
+        """Record a finished claim once; False when it was already recorded by this run."""
+        cid = result.claim.id
+        if cid in self.recorded:
+            return False
+        self.recorded.add(cid)
+        self.store.record(result)
+        return True
+
+    def complete(self) -> bool:
+        """Every claim has a recorded result (errors count: they are reported, exit 3)."""
+        return len(self.store.results_in_order()) == len(self.store.claims) and all(
+            c.id in self.recorded or c.id in self.store.done for c in self.store.claims
+        )
+
+
+def fitted_config(job: BatchJob, provider: Provider | None) -> VerifyConfig:
+    """The job's loop settings, token limits filled from the model's context window."""
+    config = job.settings.verify_config()
+    if provider is None:
+        return config
+    return fit_to_context(config, model_context_window(provider))
+
+
+def stored_settings(settings: Settings) -> dict[str, Any]:
+    """Settings as run.json keeps them (as `veritrail verify`): the base URL without credentials."""
+    from ..redaction import redact_url
+
+    d = settings.to_dict()
+    if d.get("base_url"):
+        d["base_url"] = redact_url(str(d["base_url"]))
+    return d
+
+
+def store_extra(job: BatchJob) -> dict[str, Any]:
+    """run.json's `extra`, as `veritrail verify` writes it (so `veritrail resume` works)."""
+    return {
+        "oracle_path": str(Path(job.oracle_path).resolve()) if job.oracle_path else None,
+        "claims_given": job.claims is not None,
+        "dag_path_given": job.dag_path,
+        "out_path": str(job.out_path.resolve()),
+        "html_path": str(job.html_path.resolve()) if job.html_path else None,
+        "batch_job": job.id,
+    }
+
+
+async def open_store(job: BatchJob, model: Model | None) -> RunStore:
+    """Create or reopen the job's run directory, extracting claims first when none were given."""
+    claims = job.claims
+    if claims is None:
+        if (job.run_dir / RUN_FILE).exists():
+            existing = RunStore.open(job.run_dir)
+            if existing.info.fingerprint == job.fingerprint:
+                claims = existing.claims  # extracted by an interrupted run: reuse them
+        if claims is None:
+            from ..extraction import LMClaimSource
+
+            assert model is not None
+            source = LMClaimSource(model, question=job.settings.question)
+            claims = await source.claims_for(job.dag.node(job.dag.terminal).text)
+    store = RunStore.create_or_open(
+        job.run_dir,
+        fingerprint=job.fingerprint,
+        dag_path=job.dag_path,
+        dag_sha256=job.dag_sha256,
+        model=job.model.name,
+        config={**stored_settings(job.settings), **job.result_config()},
+        claims=claims,
+        claims_path=job.claims_path,
+        extra=store_extra(job),
+    )
+    store.lock()  # no-op where create_or_open already holds the lock
+    return store
+
+
+def finish_job(state: JobState, *, executor: str) -> dict[str, Any]:
+    """Build, store and write the job's report (JSON, and HTML when asked)."""
+    job, store = state.job, state.store
+    run_info: dict[str, Any] = {
+        "started": state.started_at,
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+        "wall_seconds": round(time.perf_counter() - state.started, 3),
+        "run_dir": str(job.run_dir),
+        "resumed_claims": state.resumed,
+        "batch": {"job": job.id, "executor": executor},
+    }
+    if state.notes:
+        run_info["notes"] = sorted(set(state.notes))
+    report = build_report(
+        store.results_in_order(),
+        job.dag,
+        model=job.model.name,
+        config=dataclasses.asdict(state.config),
+        run=run_info,
+        dag_path=job.dag_path,
+    )
+    store.write_report(report)
+    store.set_status(Status.COMPLETE)
+    job.out_path.parent.mkdir(parents=True, exist_ok=True)
+    write_report(report, job.out_path)
+    if job.html_path is not None:
+        from ..html import write_html
+
+        write_html(report, job.html_path)
+    store.unlock()
+    state.report = report
+    state.finished = True
+    return report
+
+
+# -- outcome ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobOutcome:
+    """One job's line of the batch summary."""
+
+    id: str
+    status: str
+    """"complete" (a report was written) or "incomplete" (claims without a result)."""
+    claims: int
+    verdicts: dict[str, int]
+    errors: int
+    missing: int
+    unsupported_rate: float | None
+    gate_failed: bool
+    lm_calls: int
+    out: str | None
+    html: str | None
+    run_dir: str
+    failures: tuple[str, ...] = ()
+
+
+def outcome(state: JobState, max_unsupported: float | None = None) -> JobOutcome:
+    """Summarise one job (from its run store). The gate is `max_unsupported` when given, else
+    the job's `max_unsupported` setting: the share of the job's claims (errored ones included)
+    whose verdict is Not Fully Supported must not exceed it, as for `veritrail verify`."""
+    if max_unsupported is None:
+        max_unsupported = getattr(state.job.settings, "max_unsupported", None)
+    results = state.store.results_in_order()
+    verdicts = {v.value: 0 for v in Verdict}
+    errors = 0
+    for r in results:
+        if r.termination is Termination.ERROR or r.verdict is None:
+            errors += 1
+        else:
+            verdicts[r.verdict.value] += 1
+    total = len(state.store.claims)
+    nfs = verdicts[Verdict.NOT_FULLY_SUPPORTED.value]
+    rate = nfs / total if total else None
+    gate = max_unsupported is not None and rate is not None and rate > max_unsupported
+    return JobOutcome(
+        id=state.job.id,
+        status="complete" if state.finished else "incomplete",
+        claims=total,
+        verdicts=verdicts,
+        errors=errors,
+        missing=total - len(results),
+        unsupported_rate=rate,
+        gate_failed=gate,
+        lm_calls=sum(r.cost.lm_calls for r in results),
+        out=str(state.job.out_path) if state.finished else None,
+        html=str(state.job.html_path) if state.finished and state.job.html_path else None,
+        run_dir=str(state.job.run_dir),
+        failures=tuple(state.failures),
+    )
+
+
+def exit_code(outcomes: Sequence[JobOutcome]) -> int:
+    """3 when any claim could not be verified (wins), else 1 when a gate failed, else 0."""
+    if any(o.errors or o.missing or o.status != "complete" for o in outcomes):
+        return 3
+    if any(o.gate_failed for o in outcomes):
+        return 1
+    return 0

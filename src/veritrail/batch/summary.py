@@ -1,0 +1,147 @@
+"""The batch's own outputs: `batch-summary.json`, an HTML index of the reports, a table."""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import json
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..redaction import redact_obj
+from .jobs import JobOutcome
+
+SUMMARY_FORMAT = "veritrail-batch-summary"
+SUMMARY_VERSION = 1
+SUMMARY_FILE = "batch-summary.json"
+INDEX_FILE = "batch-index.html"
+
+
+def summary_document(
+    outcomes: Sequence[JobOutcome],
+    *,
+    manifest: str,
+    executor: str,
+    exit_code: int,
+    wall_seconds: float,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The JSON summary: one entry per job, totals, the exit status of the batch."""
+    verdicts: dict[str, int] = {}
+    for o in outcomes:
+        for k, v in o.verdicts.items():
+            verdicts[k] = verdicts.get(k, 0) + v
+    doc: dict[str, Any] = {
+        "format": SUMMARY_FORMAT,
+        "version": SUMMARY_VERSION,
+        "manifest": manifest,
+        "executor": executor,
+        "exit_code": exit_code,
+        "wall_seconds": round(wall_seconds, 3),
+        "totals": {
+            "jobs": len(outcomes),
+            "complete": sum(o.status == "complete" for o in outcomes),
+            "claims": sum(o.claims for o in outcomes),
+            "verdicts": verdicts,
+            "errors": sum(o.errors for o in outcomes),
+            "missing": sum(o.missing for o in outcomes),
+            "gates_failed": sum(o.gate_failed for o in outcomes),
+            "lm_calls": sum(o.lm_calls for o in outcomes),
+        },
+        "jobs": [{**dataclasses.asdict(o), "failures": list(o.failures)} for o in outcomes],
+    }
+    if extra:
+        doc.update(extra)
+    return redact_obj(doc)  # type: ignore[no-any-return]
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_summary(doc: Mapping[str, Any], path: Path) -> None:
+    """Write `batch-summary.json` (atomically)."""
+    _write_atomic(path, json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
+
+
+def _pct(rate: float | None) -> str:
+    return "-" if rate is None else f"{rate:.0%}"
+
+
+def write_index(doc: Mapping[str, Any], path: Path) -> None:
+    """A static HTML page: one row per job, linking its HTML report (else its JSON report)."""
+    e = html.escape
+    rows = []
+    for j in doc["jobs"]:
+        target = j.get("html") or j.get("out")
+        if target:
+            href = os.path.relpath(Path(target).resolve(), path.parent.resolve())
+            link = f'<a href="{e(Path(href).as_posix(), quote=True)}">report</a>'
+        else:
+            link = "incomplete: run the same command again"
+        v = j["verdicts"]
+        rows.append(
+            "<tr>"
+            f"<td><bdi>{e(j['id'])}</bdi></td><td>{e(j['status'])}</td>"
+            f"<td>{j['claims']}</td><td>{v.get('Fully Supported', 0)}</td>"
+            f"<td>{v.get('Not Fully Supported', 0)}</td><td>{v.get('Inconclusive', 0)}</td>"
+            f"<td>{j['errors'] + j['missing']}</td><td>{_pct(j['unsupported_rate'])}</td>"
+            f"<td>{'failed' if j['gate_failed'] else ''}</td><td>{link}</td>"
+            "</tr>"
+        )
+    t = doc["totals"]
+    page = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>VeriTrail batch</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em; }}
+table {{ border-collapse: collapse; }}
+td, th {{ border: 1px solid #ccc; padding: .3em .6em; overflow-wrap: anywhere; }}
+th {{ background: #f3f3f3; }}
+td:nth-child(n+3):nth-child(-n+8) {{ text-align: right; }}
+</style></head><body>
+<h1>VeriTrail batch</h1>
+<p>Manifest <code>{e(str(doc["manifest"]))}</code>, executor {e(str(doc["executor"]))},
+exit status {doc["exit_code"]}: {t["complete"]} of {t["jobs"]} jobs complete, {t["claims"]} claims,
+{t["errors"] + t["missing"]} not verified.</p>
+<table><thead><tr><th>job</th><th>status</th><th>claims</th><th>Fully Supported</th>
+<th>Not Fully Supported</th><th>Inconclusive</th><th>not verified</th><th>unsupported</th>
+<th>gate</th><th>report</th></tr></thead>
+<tbody>
+{chr(10).join(rows)}
+</tbody></table></body></html>
+"""
+    _write_atomic(path, page)
+
+
+def summary_table(doc: Mapping[str, Any]) -> str:
+    """The plain-text table printed at the end of a batch."""
+    lines = [
+        f"{'job':<24} {'status':<10} {'claims':>7} {'FS':>6} {'NFS':>6} {'INC':>6} "
+        f"{'errors':>7} {'unsup.':>7}  gate"
+    ]
+    for j in doc["jobs"]:
+        v = j["verdicts"]
+        lines.append(
+            f"{j['id'][:24]:<24} {j['status']:<10} {j['claims']:>7} "
+            f"{v.get('Fully Supported', 0):>6} {v.get('Not Fully Supported', 0):>6} "
+            f"{v.get('Inconclusive', 0):>6} {j['errors'] + j['missing']:>7} "
+            f"{_pct(j['unsupported_rate']):>7}  {'FAILED' if j['gate_failed'] else ''}"
+        )
+    t = doc["totals"]
+    lines.append(
+        f"{t['jobs']} jobs ({t['complete']} complete), {t['claims']} claims, "
+        f"{t['errors'] + t['missing']} not verified, {t['lm_calls']} model calls; "
+        f"exit status {doc['exit_code']}"
+    )
+    return "\n".join(lines)

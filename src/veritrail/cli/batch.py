@@ -1,0 +1,250 @@
+"""`veritrail batch MANIFEST`: verify many jobs (DAG + claims) from a JSON Lines manifest.
+
+Exit status over all jobs, as `veritrail verify`'s: 0 every claim verified and no gate failed;
+1 a job's share of Not Fully Supported claims exceeds `--max-unsupported`; 2 bad manifest or
+input, found before any model call; 3 some claim could not be verified (wins over 1);
+130 interrupted. See docs/scale.md.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from ..redaction import redact
+from .common import fail
+
+
+def _fail_lines(message: str) -> NoReturn:
+    """Exit 2 with one `error: ...` line per problem found (the manifest check lists them all)."""
+    lines = message.splitlines() or [message]
+    for line in lines[:-1]:
+        click.echo(f"error: {line}", err=True)
+    fail(lines[-1])
+
+
+def _interrupt(signum: int, frame: Any) -> NoReturn:
+    raise KeyboardInterrupt
+
+
+@click.command()
+@click.argument("manifest", type=click.Path(dir_okay=False))
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="local: one process, one event loop; ray: tasks on a Ray cluster.",
+)
+@click.option(
+    "--ray-address",
+    default=None,
+    help="Ray cluster to use: auto, ray://host:10001 or host:port [default: start a local Ray].",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Ray tasks at once [default: the cluster's CPUs].",
+)
+@click.option(
+    "--shard-size",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="Claims per Ray task.",
+)
+@click.option(
+    "--max-task-retries",
+    type=click.IntRange(min=0),
+    default=3,
+    show_default=True,
+    help="Ray retries of a task whose worker died.",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Model calls in flight over the whole batch [default: 8; split over Ray workers].",
+)
+@click.option(
+    "--max-parallel-claims",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Claims verified at once (local: in all; ray: per task).",
+)
+@click.option(
+    "--model", default=None, help="provider/model for every job (a job's settings may override it)."
+)
+@click.option("--base-url", default=None, help="OpenAI-compatible endpoint.")
+@click.option(
+    "-q",
+    "--q",
+    "q",
+    type=int,
+    default=None,
+    help="Consecutive Not Fully Supported verdicts that stop a claim [default: 3].",
+)
+@click.option(
+    "--cache", default=None, help="Model cache file, or 'off' [default: each process's user cache]."
+)
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Shared cache directory: every worker uses DIR/cache.sqlite.",
+)
+@click.option("--runs-dir", default=None, help="Parent of default run directories [default: runs].")
+@click.option("--prices", default=None, help="JSON price file over the built-in price table.")
+@click.option("--threads", type=int, default=None, help="CPU threads of an embedded local/ model.")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="TOML settings file [default: ./veritrail.toml if present].",
+)
+@click.option(
+    "--html", "html", is_flag=True, help="Also write each job's HTML report beside its JSON report."
+)
+@click.option(
+    "--summary-dir",
+    type=click.Path(file_okay=False),
+    default=".",
+    show_default=True,
+    help="Where batch-summary.json and batch-index.html go.",
+)
+@click.option(
+    "--max-unsupported",
+    type=float,
+    default=None,
+    metavar="RATE",
+    help="Exit 1 when a job's share of Not Fully Supported claims exceeds RATE (0..1).",
+)
+@click.option("--quiet", is_flag=True, help="No progress and no table (errors still print).")
+def batch(
+    manifest: str,
+    executor: str,
+    ray_address: str | None,
+    workers: int | None,
+    shard_size: int,
+    max_task_retries: int,
+    concurrency: int | None,
+    max_parallel_claims: int | None,
+    cache_dir: str | None,
+    config_path: str | None,
+    html: bool,
+    summary_dir: str,
+    max_unsupported: float | None,
+    quiet: bool,
+    **setting_flags: Any,
+) -> None:
+    """Verify every job of MANIFEST (JSON Lines: {"id", "dag", "claims", "out"} per line).
+
+    Every finished claim is saved in its job's run directory as it arrives; run the same command
+    again to finish an interrupted batch. Writes each job's report, batch-summary.json and
+    batch-index.html.
+    """
+    from ..batch import (
+        BatchInputError,
+        LocalExecutor,
+        ManifestError,
+        RayExecutor,
+        RayUnavailableError,
+        load_manifest,
+        prepare_jobs,
+        run_batch,
+    )
+    from ..batch.summary import summary_table
+    from ..runstore import RunStoreError
+
+    if max_unsupported is not None and not 0.0 <= max_unsupported <= 1.0:
+        fail(f"--max-unsupported must be between 0 and 1 (got {max_unsupported})")
+    if max_unsupported is not None:
+        setting_flags["max_unsupported"] = max_unsupported  # a setting: jobs may set their own
+    if cache_dir is not None:
+        if setting_flags.get("cache") is not None:
+            fail("give --cache or --cache-dir, not both")
+        setting_flags["cache"] = str(Path(cache_dir) / "cache.sqlite")
+    flags = {k: v for k, v in setting_flags.items() if v is not None}
+    if concurrency is not None:
+        flags["concurrency"] = concurrency
+    if max_parallel_claims is not None:
+        flags["max_parallel_claims"] = max_parallel_claims
+    manifest_path = Path(manifest)
+    try:
+        entries = load_manifest(manifest_path)
+        extra = [Path(config_path)] if config_path else []
+        jobs = prepare_jobs(
+            manifest_path,
+            entries,
+            flags=flags,
+            config_path=config_path,
+            html=html,
+            extra_inputs=extra,
+        )
+    except (ManifestError, BatchInputError) as exc:
+        _fail_lines(str(exc))
+    # Batch-wide settings are the same in every job (the manifest cannot set them per job).
+    s0 = jobs[0].settings
+    total = s0.concurrency or 8
+    execu: LocalExecutor | RayExecutor
+    if executor == "ray":
+        execu = RayExecutor(
+            address=ray_address,
+            workers=workers,
+            concurrency=total,
+            shard_size=shard_size,
+            max_parallel_claims=s0.max_parallel_claims,
+            max_task_retries=max_task_retries,
+        )
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            fail("--executor ray needs Ray: pip install 'veritrail[ray]'")
+    else:
+        if ray_address or workers:
+            fail("--ray-address and --workers go with --executor ray")
+        execu = LocalExecutor(concurrency=total, max_parallel_claims=s0.max_parallel_claims)
+
+    def done(st: Any) -> None:
+        if not quiet:
+            rep = st.report or {}
+            n = rep.get("summary", {}).get("claims", 0)
+            click.echo(f"job {st.job.id}: {n} claims, report {st.job.out_path}", err=True)
+
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        result = run_batch(
+            jobs,
+            execu,
+            manifest=str(manifest_path),
+            summary_dir=Path(summary_dir),
+            concurrency=total,
+            on_job_done=done,
+        )
+    except KeyboardInterrupt:
+        click.echo(
+            "\ninterrupted: finished claims are saved in each job's run directory.\n"
+            "Run the same command again to finish the batch (finished claims and cached model "
+            "calls are reused).",
+            err=True,
+        )
+        sys.exit(130)
+    except (BatchInputError, RunStoreError) as exc:
+        _fail_lines(str(exc))
+    except RayUnavailableError as exc:
+        fail(str(exc))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if not quiet:
+        click.echo(summary_table(result.summary))
+        click.echo(f"summary: {result.summary_path}  index: {result.index_path}")
+    for o in result.outcomes:
+        for f in o.failures:
+            click.echo(f"job {o.id}: {redact(f)}", err=True)
+    sys.exit(result.exit_code)
