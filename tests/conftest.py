@@ -1,4 +1,5 @@
-"""Shared fixtures: running `veritrail verify` with the oracle through the CLI."""
+"""Shared fixtures: every test runs in its own temporary directory; running `veritrail verify`
+with the oracle through the CLI."""
 
 from __future__ import annotations
 
@@ -11,6 +12,18 @@ import pytest
 from click.testing import CliRunner
 
 from veritrail.cli.main import cli
+
+TESTS_DIR = Path(__file__).resolve().parent
+"""Absolute: tests find their fixtures from here, never from the current directory."""
+
+
+@pytest.fixture(autouse=True)
+def _cwd_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Run every test with the current directory in its tmp_path, so whatever a command writes
+    relative to it (`runs/`, a default `report.json`, `veritrail.toml` lookups) never lands in
+    the checkout, and no test sees another's leftovers."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
 
 
 @pytest.fixture

@@ -212,3 +212,119 @@ def test_schema_rejects_what_the_loader_rejects_per_node(bad: dict[str, Any]) ->
     assert not v.is_valid(bad)
     with pytest.raises(DagValidationError):
         Dag.from_records(bad.get("nodes", []))
+
+
+# -- input rules (veritrail.textio): BOM, encodings, nesting ------------------------------------
+
+
+def _jsonl(records: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+
+
+@pytest.mark.parametrize("name", ["dag.json", "dag.jsonl", "sniffed.json"])
+def test_a_utf8_bom_is_accepted_in_both_formats(tmp_path: Path, name: str) -> None:
+    p = tmp_path / name
+    body = json.dumps({"nodes": RECORDS}) if name == "dag.json" else _jsonl(RECORDS)
+    p.write_bytes(b"\xef\xbb\xbf" + body.encode("utf-8"))
+    assert load_dag(p).terminal == "final"
+
+
+def test_a_bom_before_the_meta_line_of_json_lines(tmp_path: Path) -> None:
+    p = tmp_path / "dag.jsonl"
+    p.write_bytes(
+        b"\xef\xbb\xbf" + (json.dumps({"meta": {"q": 1}}) + "\n" + _jsonl(RECORDS)).encode()
+    )
+    records, meta = iter_node_records(p)
+    assert meta == {"q": 1}
+    assert len(list(records)) == len(RECORDS)
+
+
+@pytest.mark.parametrize("name", ["dag.json", "dag.jsonl"])
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32"])
+def test_utf16_and_utf32_are_refused_with_a_clear_message(
+    tmp_path: Path, name: str, encoding: str
+) -> None:
+    p = tmp_path / name
+    body = json.dumps({"nodes": RECORDS}) if name == "dag.json" else _jsonl(RECORDS)
+    p.write_bytes(body.encode(encoding))  # Python writes the byte order mark first
+    with pytest.raises(DagValidationError) as ei:
+        load_dag(p)
+    (problem,) = ei.value.problems
+    assert problem.code == ProblemCode.BAD_ENCODING
+    assert str(ei.value) == (
+        f"DAG file {p}: the file is {encoding.upper()} (it starts with a {encoding.upper()} "
+        "byte order mark); save it as UTF-8"
+    )
+
+
+def test_latin1_json_names_the_byte_offset_line_and_column(tmp_path: Path) -> None:
+    p = tmp_path / "dag.json"
+    text = '{"nodes": [\n  {"id": "r", "text": "café"},\n  {"id": "t", "text": "T", "sources": ["r"]}\n]}'
+    p.write_bytes(text.encode("latin-1"))
+    with pytest.raises(DagValidationError) as ei:
+        load_dag(p)
+    offset = text.encode("latin-1").index(b"\xe9")
+    column = text.splitlines()[1].index("é") + 1  # 27
+    assert str(ei.value) == (
+        f"DAG file {p}: not UTF-8: byte 0xe9 at offset {offset} (line 2, column {column}); "
+        "save the file as UTF-8"
+    )
+    assert ei.value.problems[0].code == ProblemCode.BAD_ENCODING
+
+
+def test_a_latin1_line_of_json_lines_is_reported_with_the_others(tmp_path: Path) -> None:
+    p = tmp_path / "dag.jsonl"
+    good = '{"id": "r", "text": "Ünïcode root."}\n'.encode()
+    bad = '{"id": "t", "text": "café", "sources": ["r"]}\n'.encode("latin-1")
+    p.write_bytes(b"\xef\xbb\xbf" + good + bad + b"{not json}\n")
+    with pytest.raises(DagValidationError) as ei:
+        load_dag(p)
+    codes = [(x.code, x.ids) for x in ei.value.problems]
+    assert (ProblemCode.BAD_ENCODING, ("line 2",)) in codes
+    assert (ProblemCode.BAD_JSON, ("line 3",)) in codes
+    enc = next(x for x in ei.value.problems if x.code == ProblemCode.BAD_ENCODING)
+    # Offsets count from the start of the file (BOM included); columns count characters.
+    offset = 3 + len(good) + bad.index(b"\xe9")
+    column = bad.index(b"\xe9") + 1  # the line before it is ASCII: 25
+    assert f"byte 0xe9 at offset {offset} (line 2, column {column})" in enc.message
+    assert str(ei.value).startswith(f"{p}: invalid DAG (")
+
+
+@pytest.mark.parametrize("name", ["dag.json", "dag.jsonl"])
+def test_deep_nesting_is_refused_not_a_recursion_error(tmp_path: Path, name: str) -> None:
+    p = tmp_path / name
+    p.write_text("[" * 100_000 + "]" * 100_000 + "\n", encoding="utf-8")
+    with pytest.raises(DagValidationError) as ei:
+        load_dag(p)
+    assert ei.value.problems[0].code == ProblemCode.TOO_DEEP
+    assert "nested too deeply" in str(ei.value)
+
+
+def test_meta_deeper_than_the_limit_is_refused(tmp_path: Path) -> None:
+    from veritrail.textio import MAX_DEPTH
+
+    def nested(levels: int) -> str:  # `levels` objects inside the meta object
+        return '{"a": ' * levels + "1" + "}" * levels
+
+    ok = tmp_path / "ok.json"
+    ok.write_text(f'{{"meta": {nested(MAX_DEPTH - 1)}, "nodes": {json.dumps(RECORDS)}}}')
+    assert load_dag(ok).terminal == "final"
+    deep = tmp_path / "deep.json"
+    deep.write_text(f'{{"meta": {nested(MAX_DEPTH)}, "nodes": {json.dumps(RECORDS)}}}')
+    with pytest.raises(DagValidationError, match="nested too deeply") as ei:
+        load_dag(deep)
+    assert ei.value.problems[0].code == ProblemCode.TOO_DEEP
+    deep_jsonl = tmp_path / "deep.jsonl"
+    deep_jsonl.write_text(f'{{"meta": {nested(MAX_DEPTH)}}}\n' + _jsonl(RECORDS))
+    with pytest.raises(DagValidationError, match="nested too deeply"):
+        load_dag(deep_jsonl)
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "1e999", "9" * 5000])
+def test_json_is_strict(tmp_path: Path, number: str) -> None:
+    p = tmp_path / "dag.json"
+    p.write_text(f'{{"meta": {{"x": {number}}}, "nodes": {json.dumps(RECORDS)}}}')
+    with pytest.raises(DagValidationError) as ei:
+        load_dag(p)
+    assert ei.value.problems[0].code == ProblemCode.BAD_JSON
+    assert str(ei.value).startswith(f"DAG file {p}: not valid JSON: ")

@@ -49,7 +49,8 @@ GOOD = [N("r1"), N("r2"), N("m", "r1", "r2"), N("t", "m")]
 def _invalid(tmp_path: Path, nodes: Any, name: str = "dag.json") -> str:
     res = _run("dag", "validate", str(_write(tmp_path, nodes, name)))
     assert res.exit_code == 2, res.output
-    assert "INVALID" in res.output
+    assert res.output.startswith("error: ")
+    assert "invalid DAG" in res.output.splitlines()[0]
     return res.output
 
 
@@ -237,7 +238,7 @@ def test_all_problems_reported_at_once(tmp_path: Path) -> None:
     ]:
         assert _problem_line(out, code).endswith(ids)
     assert _problem_line(out, "cycle").endswith(": c1, c2")
-    assert out.splitlines()[0].endswith(": 5 problems")
+    assert out.splitlines()[0].endswith(": invalid DAG (5 problems):")
 
 
 def test_invalid_json_output_lists_problems(tmp_path: Path) -> None:
@@ -258,9 +259,10 @@ def test_invalid_json_output_lists_problems(tmp_path: Path) -> None:
 def test_unreadable_file(tmp_path: Path) -> None:
     res = _run("dag", "validate", str(tmp_path / "missing.json"))
     assert res.exit_code == 2
-    assert "[unreadable]" in res.output
-    assert "missing.json" in res.output
-    assert "No such file" in res.output
+    assert res.output == f"error: DAG file {tmp_path / 'missing.json'}: not found\n"
+    res = _run("dag", "validate", "--json", str(tmp_path / "missing.json"))
+    assert res.exit_code == 2
+    assert json.loads(res.output)["problems"][0]["code"] == "unreadable"
 
 
 def test_not_json(tmp_path: Path) -> None:
@@ -268,7 +270,9 @@ def test_not_json(tmp_path: Path) -> None:
     p.write_text('{"nodes": [', encoding="utf-8")
     res = _run("dag", "validate", str(p))
     assert res.exit_code == 2
-    assert "[bad_json]" in res.output
+    assert res.output.startswith(f"error: DAG file {p}: not valid JSON: ")
+    res = _run("dag", "validate", "--json", str(p))
+    assert json.loads(res.output)["problems"][0]["code"] == "bad_json"
 
 
 @pytest.mark.parametrize("doc", [{"node": []}, {"nodes": {}}, "text", 3])
@@ -277,8 +281,10 @@ def test_wrong_top_level_shape(tmp_path: Path, doc: Any) -> None:
     p.write_text(json.dumps(doc), encoding="utf-8")
     res = _run("dag", "validate", str(p))
     assert res.exit_code == 2
-    assert "[bad_format]" in res.output
+    assert res.output.startswith(f"error: DAG file {p}: expected")
     assert '"nodes" list' in res.output
+    res = _run("dag", "validate", "--json", str(p))
+    assert json.loads(res.output)["problems"][0]["code"] == "bad_format"
 
 
 def test_empty_dag(tmp_path: Path) -> None:

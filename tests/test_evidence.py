@@ -14,7 +14,7 @@ from veritrail.dag import Dag
 from veritrail.evidence import make_batches, validate_ids
 from veritrail.lm import FakeProvider, Model
 from veritrail.lm.base import Message
-from veritrail.loop import lm_steps, verify_claim
+from veritrail.loop import lm_steps, verify_claim, verify_claims
 from veritrail.segment import SentenceIndex
 
 
@@ -200,7 +200,7 @@ def test_compression_exhausted_falls_back_to_largest_fitting_subset() -> None:
 def test_unparseable_selection_is_recorded_against_the_claim() -> None:
     dag = _dag({"r1": 2})
     fake = FakeProvider(['{"parts": ["x"]}', "I think sentence two", "still prose, sorry"])
-    model = Model(fake)
+    model = Model(fake, max_reasks=1)
     res = asyncio.run(
         verify_claim(
             dag, SentenceIndex(dag), Claim("c", "x"), lm_steps(model), VerifyConfig(), model=model
@@ -209,6 +209,39 @@ def test_unparseable_selection_is_recorded_against_the_claim() -> None:
     assert res.verdict is None and res.termination.value == "error"
     assert "still prose" in (res.error or "")
     assert res.cost.lm_calls == 3
+    # Both unreadable tries stay on the errored claim's record, in order.
+    details = [i.detail for i in res.issues if i.kind == "unparseable_reply"]
+    assert len(details) == 2
+    assert details[0].startswith("evidence_selection: try 1") and "I think" in details[0]
+    assert details[1].startswith("evidence_selection: try 2") and "still prose" in details[1]
+
+
+def test_unreadable_replies_followed_by_good_ones_are_issues_and_the_claim_goes_on() -> None:
+    """Every step that asks for JSON (decomposition, evidence selection, verdict) records each
+    unreadable reply as an issue; a later readable reply lets the claim go on to its verdict."""
+    dag = _dag({"r1": 2})
+    replies = [
+        "parts: x",  # decomposition, try 1
+        '{"parts": ["x"]}',
+        "I pick sentence one",  # evidence selection, try 1
+        "As I said: sentence one.",  # try 2
+        _sel([1]),
+        "Supported, I think.",  # verdict, try 1
+        '{"reasoning": "ok", "verdict": "Fully Supported"}',
+    ]
+    fake = FakeProvider(replies)
+    model = Model(fake, max_reasks=3)
+    res = asyncio.run(
+        verify_claim(
+            dag, SentenceIndex(dag), Claim("c", "x"), lm_steps(model), VerifyConfig(), model=model
+        )
+    )
+    assert fake.remaining == 0
+    assert res.error is None and res.verdict is not None and res.verdict.value == "Fully Supported"
+    unreadable = [i.detail for i in res.issues if i.kind == "unparseable_reply"]
+    steps = [d.split(":", 1)[0] for d in unreadable]
+    assert steps == ["decomposition", "evidence_selection", "evidence_selection", "verdict"]
+    assert [d.split(": ", 2)[1] for d in unreadable] == ["try 1", "try 1", "try 2", "try 1"]
 
 
 @pytest.mark.parametrize("n_parts", [1, 3])
@@ -337,3 +370,45 @@ def test_batching_covers_every_sentence_once_within_limits(
             assert sum(estimate_tokens(s.text) for e in b.excerpts for s in e.sentences) <= tok
     ends = [e.node_id for b in batches for e in b.excerpts if e.ends_node]
     assert ends == [nid for nid, _, _ in items]  # exactly one excerpt ends each node
+
+
+def test_claim_extraction_keeps_unreadable_replies_per_sentence_and_hands_them_to_its_claims() -> (
+    None
+):
+    from veritrail.extraction import extract, trace_to_json
+
+    replies = [
+        "It is checkable.",  # selection, try 1
+        json.dumps(
+            {
+                "reason": "a fact",
+                "verifiable_text": "The river rose.",
+                "has_verifiable_content": True,
+            }
+        ),
+        json.dumps({"status": "clear", "text": "The river rose.", "reason": "ok"}),
+        "parts: the river rose",  # decomposition, try 1
+        '{"parts": ["The river rose."]}',
+    ]
+    model = Model(FakeProvider(replies), max_reasks=3)
+    result = asyncio.run(extract(model, "The river rose."))
+    (trace,) = result.trace
+    assert result.claims and [c.text for c in result.claims] == ["The river rose."]
+    assert [i.detail.split(":", 1)[0] for i in trace.issues] == ["claim_selection", "decomposition"]
+    assert {i.kind for i in trace.issues} == {"unparseable_reply"}
+    by_claim = result.issues_by_claim()
+    assert by_claim == {result.claims[0].id: trace.issues}
+    assert trace_to_json(result.trace)[0]["issues"][0]["kind"] == "unparseable_reply"
+    # Handed to the loop, they head the claim's issues.
+    from veritrail.oracle import Oracle
+
+    dag = _dag({"r1": 1})
+    oracle = Oracle.from_dict(
+        {"claims": [{"claim": "The river rose.", "verdicts": ["Not Fully Supported"]}]}
+    )
+    (res,) = asyncio.run(
+        verify_claims(
+            dag, list(result.claims), oracle.steps(), VerifyConfig(), claim_issues=by_claim
+        )
+    )
+    assert res.issues[: len(trace.issues)] == trace.issues

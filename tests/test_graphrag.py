@@ -384,7 +384,7 @@ async def test_our_global_search_records_map_and_reduce() -> None:
         return json.dumps({"points": []})
 
     fake = FakeProvider(responder=responder)
-    res = await global_search(index, "What happens to Scrooge?", Model(fake), cfg)
+    res = await global_search(index, "What happens to Scrooge?", Model(fake, max_reasks=1), cfg)
     dag = res.dag
     # One call per batch, one re-ask for the unreadable reply, one reduce.
     assert len(fake.calls) == len(batches) + 2

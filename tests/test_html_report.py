@@ -3,11 +3,13 @@
 Browser tests load the generated file from disk in Debian's `chromium` with a test script
 appended (the report itself is untouched), let it drive the page the way a user would (clicks,
 filter changes, typing) and write what it saw into the DOM, which `--dump-dom` prints.
-A screenshot goes to test-artifacts/ for a human look.
+A screenshot goes to the test's tmp_path (never into the checkout); set VERITRAIL_ARTIFACTS=DIR to
+keep a copy for a human look.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import os
@@ -39,7 +41,6 @@ from veritrail.records import (
 from veritrail.report import build_report, write_report
 
 ROOT = Path(__file__).resolve().parent.parent
-ARTIFACTS = ROOT / "test-artifacts"
 
 XSS = (
     "<script>document.title='pwned';window.__pwned=1</script>"
@@ -529,11 +530,8 @@ def test_page_in_chromium(tmp_path: Path) -> None:
 @pytest.mark.browser
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (scripts/test.sh installs it)")
 def test_screenshot_artifact(tmp_path: Path) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    page = write_html(sample_report(), ARTIFACTS / "report-sample.html")
-    shot = ARTIFACTS / "report-sample.png"
-    if shot.exists():
-        shot.unlink()
+    page = write_html(sample_report(), tmp_path / "report-sample.html")
+    shot = tmp_path / "report-sample.png"
     subprocess.run(
         [
             *chromium_args(tmp_path),
@@ -548,6 +546,92 @@ def test_screenshot_artifact(tmp_path: Path) -> None:
         env={**os.environ, "LANG": "en_US.UTF-8"},
     )
     assert shot.exists() and shot.stat().st_size > 20_000  # a blank page compresses to far less
+    keep = os.environ.get("VERITRAIL_ARTIFACTS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(keep) / shot.name)
+        shutil.copy(page, Path(keep) / page.name)
+
+
+LAYOUT_HARNESS = r"""
+<script>
+(function () {
+  var out = {};
+  setTimeout(function () {
+    try {
+      out.viewport = window.innerWidth;
+      out.docWidth = Math.max(document.documentElement.scrollWidth, document.body.scrollWidth);
+      // Where do the letters of the text that follows a hostile id land? In reading order they
+      // must run left to right.
+      var card = document.querySelector('.card[data-claim-id="' + CSS.escape(window.__probeId) + '"]');
+      out.idShown = card.querySelector('.mono').textContent;
+      // The evidence text comes right after a chip naming a hostile node id, in one line.
+      card.querySelector('details').open = true;
+      var li = card.querySelector('.ev li');
+      out.chipShown = li.querySelector('.nid').textContent;
+      var node = li.querySelector('q');
+      while (node && node.nodeType !== 3) node = node.firstChild;
+      var xs = [];
+      for (var k = 0; k < 5; k++) {
+        var r = document.createRange(); r.setStart(node, k); r.setEnd(node, k + 1);
+        xs.push(r.getBoundingClientRect().left);
+      }
+      out.evidenceText = node.data;
+      out.afterXs = xs;
+    } catch (e) { out.exception = String(e && e.stack || e); }
+    var pre = document.createElement('pre');
+    pre.id = 'vt-test-results';
+    pre.textContent = JSON.stringify(out);
+    document.body.append(pre);
+  }, 30);
+})();
+</script>
+"""
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (scripts/test.sh installs it)")
+def test_long_strings_wrap_and_bidi_controls_are_isolated(tmp_path: Path) -> None:
+    """A 10,000-character unbroken string (in a claim, an id, reasoning, an error) does not widen
+    the page, and a U+202E in an id neither reorders the text after it nor is shown raw."""
+    long = "x" * 10_000
+    hostile_id = "c\u202eevil"
+    rs = sample_results()
+    first = rs[0]
+    rs[0] = dataclasses.replace(
+        first,
+        claim=Claim(hostile_id, long, first.claim.sentence_indices),
+        reasoning=long,
+        subclaims=(long,),
+    )
+    rs.append(res(long, "id of 10,000 characters", (0,), None, Termination.ERROR, (), error=long))
+    rep = build_report(rs, sample_dag(), model="fake/x", config={"q": 3})
+    first_ev = next(i for i in rep["claims"][0]["iterations"] if i["evidence"])["evidence"][0]
+    first_ev.update(node_id="r\u202eevil", text="ABCDE then the rest " + long)
+    page = render_html(rep).replace(
+        "</body>",
+        f"<script>window.__probeId = {json.dumps(hostile_id)};</script>"
+        + LAYOUT_HARNESS
+        + "</body>",
+    )
+    f = tmp_path / "layout.html"
+    f.write_text(page, encoding="utf-8")
+    proc = subprocess.run(
+        [*chromium_args(tmp_path), "--window-size=1200,900", "--virtual-time-budget=3000",
+         "--dump-dom", f.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    m = re.search(r'<pre id="vt-test-results">(.*?)</pre>', proc.stdout, re.S)
+    assert m, proc.stderr[-2000:]
+    got = json.loads(html.unescape(m.group(1)))
+    assert "exception" not in got, got["exception"]
+    assert got["docWidth"] <= got["viewport"], got
+    assert got["idShown"] == "c[U+202E]evil"
+    assert got["chipShown"].startswith("r[U+202E]evil #")
+    xs = got["afterXs"]
+    assert len(xs) == 5 and xs == sorted(xs) and len(set(xs)) == 5, xs
 
 
 def test_verify_writes_html_beside_or_at_path(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 from dataclasses import dataclass
 
@@ -79,10 +80,12 @@ def test_plain_lines_are_periodic_and_carry_every_figure() -> None:
     clock = Clock()
     p = PlainProgress(out, interval=10, clock=clock)
     p.start(4, resumed=1)
+    p.claim_started("c2")
+    p.claim_started("c3")  # in flight from its start, though its only call is failing
     p.call(Call("decomposition", "c2"))
     p.call(Call("evidence_selection", "c2", cached=True))
     p.call(Call("verdict", "c2"))
-    p.call(Call("evidence_selection", "c3", error="HTTP 503"))
+    p.call(Call("evidence_selection", "c3", False, 0, 0, 0.0, error="HTTP 503"))
     clock.t += 3
     p.tick()  # too soon: nothing
     clock.t += 8
@@ -92,7 +95,7 @@ def test_plain_lines_are_periodic_and_carry_every_figure() -> None:
     assert len(lines) == 2
     assert lines[1] == (
         "[veritrail] 1/4 claims (25%) · FS 0 NFS 0 Inc 0 · errors 0 · in flight 2 (iteration ~1.5)"
-        " · calls 4 (cache 1, failed 1) · tokens 400 in / 40 out · $0.0040 · 11s elapsed"
+        " · calls 3 (cache 1, failed 1) · tokens 300 in / 30 out · $0.0030 · 11s elapsed"
     )
     p.claim_finished(result("c2", Verdict.FULLY_SUPPORTED))  # 0 s since last line: no line
     clock.t += 10
@@ -122,19 +125,27 @@ def test_rich_panel_shows_bar_and_figures() -> None:
 
 
 async def test_ticker_refreshes_until_cancelled() -> None:
+    # No wall-clock race: the test waits for the third tick, cancels, and then checks that
+    # cancellation really stopped the ticker (awaiting the task returns only once it ended).
     ticks: list[int] = []
+    third = asyncio.Event()
 
     class Counting(ProgressReporter):
         def tick(self) -> None:
             ticks.append(1)
+            if len(ticks) >= 3:
+                third.set()
 
     p = Counting()
-    task = asyncio.create_task(p.ticker(0.01))
-    await asyncio.sleep(0.06)
+    task = asyncio.create_task(p.ticker(0.001))
+    await third.wait()
     task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
     n = len(ticks)
-    await asyncio.sleep(0.03)
-    assert n >= 2 and len(ticks) == n
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert n >= 3 and len(ticks) == n and task.cancelled()
 
 
 def test_make_progress_modes() -> None:

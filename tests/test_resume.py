@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -259,21 +260,46 @@ def test_resume_rejects_changed_dag(setup: dict[str, Path]) -> None:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_message_and_status(setup: dict[str, Path], sig: signal.Signals) -> None:
     """Ctrl-C (SIGINT) or SIGTERM stops cleanly: status `interrupted`, finished claims kept and
-    shown in a partial report, and a resume hint."""
+    shown in a partial report, and a resume hint.
+
+    Deterministic: the server answers the first two claims and holds every request of the
+    others until the signal has been sent, so the run cannot finish first however loaded the
+    machine is."""
     t = setup["tmp"]
-    with FakeOpenAIServer(responder=responder, latency=0.3) as srv:
+    gate = threading.Event()
+    held = threading.Event()
+
+    def gated(request: dict[str, Any]) -> str:
+        msgs = request.get("messages") or []
+        claim = fenced(msgs[-1]["content"], "claim") if msgs else ""
+        statement = fenced(msgs[-1]["content"], "statement") if msgs else ""
+        if not any(f"Item {i} costs" in claim + statement for i in (0, 1)):
+            held.set()
+            gate.wait(timeout=120)  # held until the signal is sent
+        return responder(request)
+
+    with FakeOpenAIServer(responder=gated) as srv:
         args = verify_args(setup, srv, "int")
         proc = subprocess.Popen(
             args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV
         )
-        results = t / "run-int" / RESULTS_FILE
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not (
-            results.exists() and results.read_text().count("\n") >= 1
-        ):
-            time.sleep(0.02)
-        proc.send_signal(sig)
-        _, err = proc.communicate(timeout=60)
+        try:
+            results = t / "run-int" / RESULTS_FILE
+            deadline = time.monotonic() + 120
+            # Waiting for a condition, not racing the work: the other claims cannot finish.
+            while time.monotonic() < deadline and not (
+                results.exists() and results.read_text().count("\n") >= 1
+            ):
+                assert proc.poll() is None, proc.communicate()[1][-2000:]
+                time.sleep(0.02)
+            # A request of a held claim has arrived: the run is certainly still working.
+            assert held.wait(timeout=60)
+            proc.send_signal(sig)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            gate.set()
+            if proc.poll() is None:
+                proc.kill()
     assert proc.returncode == 130, err[-2000:]
     assert f"Resume with:  veritrail resume {t / 'run-int'}" in err
     assert "Traceback" not in err
@@ -282,6 +308,7 @@ def test_interrupt_message_and_status(setup: dict[str, Path], sig: signal.Signal
     saved = (t / "run-int" / RESULTS_FILE).read_text().count("\n")
     partial = load_report(t / "run-int" / "partial-report.json")
     assert len(partial["claims"]) == saved >= 1 and partial["run"]["partial"] is True
+    assert saved < len(CLAIMS)
     assert f"{saved} of {len(CLAIMS)} claims are finished" in err
     assert "sk-test" not in (t / "run-int" / RUN_FILE).read_text()
 

@@ -194,3 +194,41 @@ def test_one_writer_at_a_time(tmp_path: Path) -> None:
     second.lock()  # and it sees what the first writer saved meanwhile
     assert list(second.done) == ["c1"]
     second.unlock()
+
+
+def test_errored_claims_are_remaining_and_the_last_line_wins(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    store = open_store(tmp_path / "run")
+    failed = replace(
+        result("c1", "Alice founded Acme."),
+        verdict=None,
+        termination=Termination.ERROR,
+        error="TransientError: cannot connect",
+    )
+    store.record(failed)
+    store.record(result("c2", "Acme sells rockets."))
+    assert [c.id for c in store.remaining()] == ["c1"]
+    assert list(store.done) == ["c2"] and list(store.errored) == ["c1"]
+    assert [r.claim.id for r in store.results_in_order()] == ["c1", "c2"]
+    store.record(result("c1", "Alice founded Acme."))  # the retry succeeded
+    store.unlock()
+    again = RunStore.open(tmp_path / "run")
+    assert again.remaining() == [] and again.errored == {}
+    lines = (tmp_path / "run" / RESULTS_FILE).read_text().splitlines()
+    assert len(lines) == 3  # appended, never rewritten
+
+
+def test_lock_is_taken_before_any_file_is_written(tmp_path: Path) -> None:
+    from veritrail.runstore import lock_run_dir
+
+    held = lock_run_dir(tmp_path / "run")
+    # Another opener (a second flock on a new file description conflicts, as another process's
+    # would) is refused before writing anything.
+    with pytest.raises(RunStoreError, match="being run by another veritrail process"):
+        open_store(tmp_path / "run")
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [".lock"]
+    held.release()
+    store = open_store(tmp_path / "run")
+    assert store.locked
+    assert not [p for p in (tmp_path / "run").iterdir() if p.name.endswith(".tmp")]

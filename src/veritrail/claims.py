@@ -3,17 +3,19 @@
 File format: a JSON array whose items are strings or objects
 ``{"id": "c1", "text": "...", "sentence_indices": [0]}`` (`id` and `sentence_indices` optional), or an
 object ``{"claims": [...]}`` holding such an array (what `veritrail extract` writes). Items given as
-strings, or objects without an id, get ids ``c1``, ``c2``… by position.
+strings, or objects without an id (or with ``"id": null``), get ids ``c1``, ``c2``… by position; an
+id is a non-empty string or an integer (used as its decimal string). The file is read under the
+input rules of `veritrail.textio` (UTF-8 with an optional BOM, strict JSON, bounded nesting).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from .records import Claim
+from .textio import InputError, read_input_json
 
 
 class ClaimsFileError(ValueError):
@@ -39,11 +41,19 @@ def parse_claims(doc: Any, *, origin: str = "claims") -> list[Claim]:
         if isinstance(item, str):
             cid, text, sents = f"c{pos + 1}", item, ()
         elif isinstance(item, dict) and isinstance(item.get("text"), str):
-            raw_id = item.get("id", f"c{pos + 1}")
-            cid = str(raw_id)
+            raw_id = item.get("id")
+            if raw_id is None:
+                cid = f"c{pos + 1}"
+            elif isinstance(raw_id, str) and raw_id.strip():
+                cid = raw_id
+            elif type(raw_id) is int:  # not bool
+                cid = str(raw_id)
+            else:
+                problems.append(f"item {pos}: id must be a non-empty string or an integer")
+                continue
             text = item["text"]
             si = item.get("sentence_indices", [])
-            if not isinstance(si, list) or not all(isinstance(i, int) and i >= 0 for i in si):
+            if not isinstance(si, list) or not all(type(i) is int and i >= 0 for i in si):
                 problems.append(f"item {pos}: sentence_indices must be a list of non-negative ints")
                 continue
             sents = tuple(si)
@@ -57,19 +67,21 @@ def parse_claims(doc: Any, *, origin: str = "claims") -> list[Claim]:
     seen: set[str] = set()
     dups = sorted({c.id for c in out if c.id in seen or seen.add(c.id)})  # type: ignore[func-returns-value]
     if dups:
-        problems.append("duplicate claim ids: " + ", ".join(dups))
+        shown = ", ".join(dups[:20]) + (f", … (+{len(dups) - 20})" if len(dups) > 20 else "")
+        problems.append("duplicate claim ids: " + shown)
     if problems:
-        raise ClaimsFileError(f"{origin}: " + "; ".join(problems))
+        more = f"; … (+{len(problems) - 10} more)" if len(problems) > 10 else ""
+        raise ClaimsFileError(f"{origin}: " + "; ".join(problems[:10]) + more)
     return out
 
 
 def load_claims(path: str | Path) -> list[Claim]:
-    """Read and validate a claims file."""
+    """Read and validate a claims file (`ClaimsFileError` names the file and what is wrong)."""
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ClaimsFileError(f"{path}: {exc}") from None
-    return parse_claims(doc, origin=str(path))
+        doc = read_input_json(path, "claims file")
+    except InputError as exc:
+        raise ClaimsFileError(str(exc)) from None
+    return parse_claims(doc, origin=f"claims file {path}")
 
 
 def claims_to_json(claims: Sequence[Claim]) -> list[dict[str, Any]]:

@@ -19,10 +19,18 @@ from weakref import WeakKeyDictionary
 
 from .config import VerifyConfig
 from .dag import Dag
-from .prompting import fence, load_prompt
+from .prompting import fence, load_prompt, normalize_line_breaks
 from .records import Claim, SelectionIssue, SentenceRef, Summary
 from .segment import SentenceIndex
-from .steps import EvidenceBatch, EvidenceSelector, Excerpt, ExcerptSentence, LMStep, RawSelection
+from .steps import (
+    EvidenceBatch,
+    EvidenceSelector,
+    Excerpt,
+    ExcerptSentence,
+    LMStep,
+    RawSelection,
+    unreadable_issues,
+)
 from .subclaims import format_subclaims
 from .tokens import estimate_tokens
 
@@ -124,6 +132,7 @@ def make_batches(
     return batches
 
 
+_BREAKS = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:-|–|—|to|\.\.)\s*(\d+)\s*$")
 _SINGLE = re.compile(r"^\s*(?:s|id|sentence)?\s*#?\s*(\d+)\s*$", re.IGNORECASE)
 
@@ -165,11 +174,17 @@ def validate_ids(
     return [loc for loc in located if loc is not None], dropped
 
 
+def _one_line(text: str) -> str:
+    return " ".join(normalize_line_breaks(text).split("\n")) if _BREAKS.search(text) else text
+
+
 def render_excerpts(batch: EvidenceBatch) -> str:
-    """The excerpts of a prompt: one fenced block per excerpt, each sentence prefixed by its id."""
+    """The excerpts of a prompt: one fenced block per excerpt, each sentence on one line prefixed
+    by its id (line breaks inside a sentence become spaces, so no sentence can start a line that
+    looks like another sentence's id)."""
     blocks = []
     for e in batch.excerpts:
-        body = "\n".join(f"[{e.first_id + k}] {t}" for k, t in enumerate(e.texts))
+        body = "\n".join(f"[{e.first_id + k}] {_one_line(t)}" for k, t in enumerate(e.texts))
         blocks.append(fence(body, f"excerpt {e.label}"))
     return "\n\n".join(blocks)
 
@@ -214,13 +229,26 @@ class LMEvidenceSelector(LMStep):
             config=cfg,
         )
         if res.value is None:
-            return RawSelection((), "", error=res.error or "unreadable reply", raw=res.raw)
+            return RawSelection(
+                (),
+                "",
+                error=res.error or "unreadable reply",
+                raw=res.raw,
+                unreadable=res.unreadable,
+            )
         ids, summary = res.value
-        return RawSelection(tuple(ids), summary, raw=res.raw)
+        return RawSelection(tuple(ids), summary, raw=res.raw, unreadable=res.unreadable)
 
 
 class SelectionFailed(RuntimeError):
-    """A selector reply could not be read; the claim cannot be verified faithfully."""
+    """A selector reply could not be read; the claim cannot be verified faithfully.
+
+    `issues` are the `unparseable_reply` issues of that call's tries, for the claim's record.
+    """
+
+    def __init__(self, message: str, issues: Sequence[SelectionIssue] = ()) -> None:
+        super().__init__(message)
+        self.issues = tuple(issues)
 
 
 @dataclass(frozen=True, slots=True)
@@ -457,7 +485,7 @@ async def _select_batch(
 ) -> _BatchResult:
     if config.samples == 1:
         raws = [await selector.select(claim, subclaims, batch)]
-        if not raws[0].ids and raws[0].error is None:
+        if not raws[0].ids and raws[0].error is None and not raws[0].unreadable:
             return _NOTHING_SELECTED  # most prompts of a wide round select nothing (shared)
     else:
         raws = list(
@@ -470,9 +498,13 @@ async def _select_batch(
     votes: Counter[int] = Counter()
     picks: list[list[tuple[Excerpt, ExcerptSentence]]] = []
     for raw in raws:
+        # Every unreadable reply is recorded, also when a re-ask made it good.
+        issues.extend(unreadable_issues(STEP, raw.unreadable))
+    for raw in raws:
         if raw.error is not None:
             raise SelectionFailed(
-                f"evidence selection reply unreadable: {raw.error}; raw reply: {raw.raw[:2000]!r}"
+                f"evidence selection reply unreadable: {raw.error}; raw reply: {raw.raw[:2000]!r}",
+                issues,
             )
         picked, drop = validate_ids(raw.ids, batch)
         picks.append(picked)

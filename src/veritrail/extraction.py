@@ -15,7 +15,9 @@ question the text answered, goes through three stages:
 Sentences are processed concurrently. Claims found in several sentences are merged (see
 `merge_claims`), keeping every source sentence. A reply that cannot be read after the model's
 bounded re-asks is recorded in the sentence's trace and that sentence yields no claim; the run goes
-on. Every call goes through `Model.generate_json` with the step names `claim_selection`,
+on. Every unreadable reply, also one a re-ask made good, is kept in the sentence's trace as an
+`unparseable_reply` issue (`SentenceTrace.issues`); `ExtractionResult.issues_by_claim` hands them
+to the claims taken from that sentence. Every call goes through `Model.generate_json` with the step names `claim_selection`,
 `claim_disambiguation` and (inside `decompose_text`) `decomposition`, so it is cached and accounted.
 """
 
@@ -36,9 +38,11 @@ from .claims import claims_to_json
 from .lm.base import GenerateConfig
 from .lm.model import Model
 from .prompting import fence, load_prompt
-from .records import Claim
+from .records import Claim, SelectionIssue
 from .segment import split_sentences
-from .subclaims import DecompositionError, decompose_text
+from .steps import Decomposition, unreadable_issues
+from .subclaims import STEP as DECOMPOSITION_STEP
+from .subclaims import DecompositionError, decompose_text_parts
 
 SELECTION_STEP = "claim_selection"
 DISAMBIGUATION_STEP = "claim_disambiguation"
@@ -79,8 +83,9 @@ DEFAULT_CONTEXT_BEFORE = 5
 DEFAULT_CONTEXT_AFTER = 2
 DEFAULT_SIMILARITY = 0.9
 
-DecomposeFn = Callable[[Model, str, str], Awaitable[list[str]]]
-"""Signature of the decomposition stage: `(model, text, context) -> parts`."""
+DecomposeFn = Callable[[Model, str, str], Awaitable[Sequence[str] | Decomposition]]
+"""Signature of the decomposition stage: `(model, text, context) -> parts` (bare, or as a
+`Decomposition` that also lists unreadable replies)."""
 
 
 class SentenceOutcome(StrEnum):
@@ -135,6 +140,9 @@ class SentenceTrace:
     claims: tuple[str, ...] = ()
     error: str | None = None
     raw: str = ""
+    issues: tuple[SelectionIssue, ...] = ()
+    """One `unparseable_reply` issue per unreadable reply of this sentence's calls (also when a
+    re-ask then succeeded); they go with every claim taken from the sentence."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +159,17 @@ class ExtractionResult:
         for c in self.claims:
             for i in c.sentence_indices:
                 out.setdefault(i, []).append(c)
+        return out
+
+    def issues_by_claim(self) -> dict[str, tuple[SelectionIssue, ...]]:
+        """Claim id → the issues of the sentences it came from (claims with none are left out);
+        for `loop.verify_claims(claim_issues=...)`."""
+        by_index = {t.index: t.issues for t in self.trace if t.issues}
+        out: dict[str, tuple[SelectionIssue, ...]] = {}
+        for c in self.claims:
+            got = tuple(i for k in c.sentence_indices for i in by_index.get(k, ()))
+            if got:
+                out[c.id] = got
         return out
 
 
@@ -274,9 +293,15 @@ async def _process_sentence(
         step=SELECTION_STEP,
         validate=_read_selection,
     )
+    issues = list(unreadable_issues(SELECTION_STEP, sel.unreadable))
     if sel.value is None:
         return SentenceTrace(
-            index, w.sentence, SentenceOutcome.ERROR, error=f"selection: {sel.error}", raw=sel.raw
+            index,
+            w.sentence,
+            SentenceOutcome.ERROR,
+            error=f"selection: {sel.error}",
+            raw=sel.raw,
+            issues=tuple(issues),
         )
     if not sel.value.verifiable:
         return SentenceTrace(
@@ -284,6 +309,7 @@ async def _process_sentence(
             w.sentence,
             SentenceOutcome.NO_VERIFIABLE_CONTENT,
             selection_reason=sel.value.reason,
+            issues=tuple(issues),
         )
     selected = sel.value.text
     dis = await model.generate_json(
@@ -295,12 +321,14 @@ async def _process_sentence(
         step=DISAMBIGUATION_STEP,
         validate=_read_disambiguation,
     )
+    issues.extend(unreadable_issues(DISAMBIGUATION_STEP, dis.unreadable))
     base = SentenceTrace(
         index,
         w.sentence,
         SentenceOutcome.ERROR,
         selected=selected,
         selection_reason=sel.value.reason,
+        issues=tuple(issues),
     )
     if dis.value is None:
         return replace(base, error=f"disambiguation: {dis.error}", raw=dis.raw)
@@ -313,10 +341,15 @@ async def _process_sentence(
         return replace(base, outcome=SentenceOutcome.UNRESOLVABLE)
     base = replace(base, disambiguated=dis.value.text)
     try:
-        parts = await decompose(model, dis.value.text, decomposition_context(w.before, question))
+        got = await decompose(model, dis.value.text, decomposition_context(w.before, question))
     except DecompositionError as exc:
-        return replace(base, error=f"decomposition: {exc}", raw=exc.raw)
-    claims = _dedupe_in_order(p.strip() for p in parts if p and p.strip())
+        issues.extend(unreadable_issues(DECOMPOSITION_STEP, exc.unreadable))
+        return replace(base, error=f"decomposition: {exc}", raw=exc.raw, issues=tuple(issues))
+    if isinstance(got, Decomposition):
+        issues.extend(unreadable_issues(DECOMPOSITION_STEP, got.unreadable))
+        base = replace(base, issues=tuple(issues))
+        got = got.parts
+    claims = _dedupe_in_order(p.strip() for p in got if p and p.strip())
     if not claims:
         return replace(base, outcome=SentenceOutcome.NO_CLAIMS)
     return replace(base, outcome=SentenceOutcome.CLAIMS, claims=tuple(claims))
@@ -428,11 +461,11 @@ async def extract(
 ) -> ExtractionResult:
     """Extract claims from `text` and return them with the per-sentence trace.
 
-    `decompose` defaults to `veritrail.subclaims.decompose_text` (the verifier's sub-claim
+    `decompose` defaults to `veritrail.subclaims.decompose_text_parts` (the verifier's sub-claim
     decomposition, so one prompt serves both).
     """
     cfg = config or ExtractionConfig()
-    dec = decompose or decompose_text
+    dec = decompose or decompose_text_parts
     sentences = text_sentences(text)
     sem = asyncio.Semaphore(cfg.max_parallel) if cfg.max_parallel else None
 
@@ -535,6 +568,7 @@ def trace_to_json(trace: Sequence[SentenceTrace]) -> list[dict[str, Any]]:
                 "claims": list(t.claims),
                 "error": t.error,
                 "raw": t.raw,
+                "issues": [{"kind": i.kind, "detail": i.detail} for i in t.issues],
             }
         )
     return out

@@ -12,7 +12,7 @@ import asyncio
 import inspect
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import replace
 
@@ -34,9 +34,10 @@ from .records import (
     Verdict,
 )
 from .segment import SentenceIndex
-from .steps import Steps, VerdictOutcome
+from .steps import Steps, VerdictOutcome, unreadable_issues
 from .subclaims import DecompositionError, LMDecomposer, decompose_claim
-from .traceability import error_stages, provenance
+from .traceability import error_stages, find_provenance
+from .verdict import STEP as VERDICT_STEP
 from .verdict import (
     LMVerdictGenerator,
     build_inputs,
@@ -66,23 +67,34 @@ def lm_steps(model: Model, *, sample_temperature: float = 0.2) -> Steps:
 
 
 class _ClaimState:
-    """Mutable per-claim state of Algorithm 1 (kept small: ids and sentence refs only)."""
+    """Mutable per-claim state of Algorithm 1 (kept small: ids and sentence refs only).
 
-    def __init__(self) -> None:
+    `issues` is owned by the caller, so the issues met before a step failure (unreadable replies
+    above all) stay on the claim's error record too.
+    """
+
+    def __init__(self, issues: list[SelectionIssue]) -> None:
         self.checked: set[str] = set()
         self.roots_with_ev: dict[str, list[SentenceRef]] = {}
         self.consec_nfs = 0
         self.iterations: list[Iteration] = []
-        self.issues: list[SelectionIssue] = []
+        self.issues = issues
         self.score: float | None = None
 
 
 async def _verify_one(
-    dag: Dag, sentences: SentenceIndex, claim: Claim, steps: Steps, config: VerifyConfig
+    dag: Dag,
+    sentences: SentenceIndex,
+    claim: Claim,
+    steps: Steps,
+    config: VerifyConfig,
+    issues: list[SelectionIssue],
 ) -> ClaimResult:
-    st = _ClaimState()
+    st = _ClaimState(issues)
     t0 = time.perf_counter()
-    subclaims = await decompose_claim(steps.decomposer, claim, config.max_decomposition_calls)
+    subclaims = await decompose_claim(
+        steps.decomposer, claim, config.max_decomposition_calls, issues=st.issues
+    )
     nodes_to_check: set[str] = set(dag.sources(dag.terminal))
     final: Verdict | None = None
     reasoning = ""
@@ -97,6 +109,7 @@ async def _verify_one(
         try:
             rnd = await select_over(dag, plan.batches, claim, subclaims, steps.selector, config)
         except SelectionFailed as exc:
+            st.issues.extend(exc.issues)
             raise StepFailure(str(exc)) from None
         st.issues.extend(rnd.issues)
         evidence, summaries, with_ev = rnd.evidence, rnd.summaries, rnd.nodes_with_evidence
@@ -120,12 +133,9 @@ async def _verify_one(
             called = False
         else:
             inputs = build_inputs(dag, sentences, evidence, summaries, carried)
+            fit = fits(inputs, sentences, config)  # measured once per input (segments summaries)
             # Compression (SPEC §4.3): re-run selection on the selected evidence until it fits.
-            while (
-                not fits(inputs, sentences, config)
-                and reruns < config.max_compression_reruns
-                and evidence
-            ):
+            while not fit and reruns < config.max_compression_reruns and evidence:
                 reruns += 1
                 by_node: dict[str, tuple[list[int], list[str]]] = {}
                 for r in evidence:
@@ -133,22 +143,27 @@ async def _verify_one(
                     idx.append(r.sentence_index)
                     txt.append(r.text)
                 items = [(n, idx, txt) for n, (idx, txt) in by_node.items()]
-                comp = await select_over(
-                    dag,
-                    batch_items(
-                        [it for it in items if dag.is_root(it[0])],
-                        [it for it in items if not dag.is_root(it[0])],
+                try:
+                    comp = await select_over(
+                        dag,
+                        batch_items(
+                            [it for it in items if dag.is_root(it[0])],
+                            [it for it in items if not dag.is_root(it[0])],
+                            config,
+                        ),
+                        claim,
+                        subclaims,
+                        steps.selector,
                         config,
-                    ),
-                    claim,
-                    subclaims,
-                    steps.selector,
-                    config,
-                )
+                    )
+                except SelectionFailed as exc:
+                    st.issues.extend(exc.issues)
+                    raise StepFailure(str(exc)) from None
                 st.issues.extend(comp.issues)
                 if len(comp.evidence) >= len(evidence) and comp.nodes_with_evidence == with_ev:
                     evidence, summaries = comp.evidence, comp.summaries
                     inputs = build_inputs(dag, sentences, evidence, summaries, carried)
+                    fit = fits(inputs, sentences, config)
                     break  # no progress: further reruns would not shrink it
                 evidence, summaries, with_ev = (
                     comp.evidence,
@@ -156,7 +171,8 @@ async def _verify_one(
                     comp.nodes_with_evidence,
                 )
                 inputs = build_inputs(dag, sentences, evidence, summaries, carried)
-            if not fits(inputs, sentences, config):
+                fit = fits(inputs, sentences, config)
+            if not fit:
                 inputs = largest_fitting_subset(inputs, sentences, config)
                 truncated = True
             if not inputs:
@@ -168,6 +184,7 @@ async def _verify_one(
                 outcome, score = await judge_with_samples(
                     steps.judge, claim, subclaims, inputs, config
                 )
+                st.issues.extend(unreadable_issues(VERDICT_STEP, outcome.unreadable))
                 st.score = score
                 called = True
         if outcome.verdict is None:
@@ -195,9 +212,13 @@ async def _verify_one(
             )
         )
         st.checked.update(to_read)
-        for n in with_ev:
-            if n in plan.roots:
-                st.roots_with_ev[n] = [r for r in evidence if r.node_id == n]
+        # One pass over the evidence (not one per root: a wide round has thousands of roots).
+        fresh_roots: dict[str, list[SentenceRef]] = {}
+        for r in evidence:
+            if r.node_id in plan.roots:
+                if r.node_id not in fresh_roots:
+                    fresh_roots[r.node_id] = st.roots_with_ev[r.node_id] = []
+                fresh_roots[r.node_id].append(r)
 
         final, reasoning = verdict, outcome.reasoning
         if verdict is Verdict.NOT_FULLY_SUPPORTED:
@@ -235,11 +256,13 @@ async def _verify_one(
             break
 
     stages, status = error_stages(dag, st.iterations, final)
-    prov = (
-        provenance(dag, st.iterations)
-        if final in (Verdict.FULLY_SUPPORTED, Verdict.INCONCLUSIVE)
-        else ()
-    )
+    prov: tuple[tuple[str, ...], ...] = ()
+    if final in (Verdict.FULLY_SUPPORTED, Verdict.INCONCLUSIVE):
+        found = find_provenance(dag, st.iterations)
+        prov = found.paths
+        cut = found.issue()
+        if cut is not None:
+            st.issues.append(cut)
     return ClaimResult(
         claim=claim,
         subclaims=subclaims,
@@ -275,7 +298,7 @@ def _with_cost(result: ClaimResult, per_step: dict[str, StepCost], wall: float) 
     return replace(result, cost=cost)
 
 
-def _failed(claim: Claim, message: str, dag: Dag) -> ClaimResult:
+def _failed(claim: Claim, message: str, issues: Sequence[SelectionIssue] = ()) -> ClaimResult:
     return ClaimResult(
         claim=claim,
         subclaims=(),
@@ -288,6 +311,7 @@ def _failed(claim: Claim, message: str, dag: Dag) -> ClaimResult:
         error_stage_status=ErrorStageStatus.NOT_APPLICABLE,
         cost=Cost(),
         error=message,
+        issues=tuple(issues),
     )
 
 
@@ -299,22 +323,46 @@ async def verify_claim(
     config: VerifyConfig,
     *,
     model: Model | None = None,
+    prior_issues: Sequence[SelectionIssue] = (),
 ) -> ClaimResult:
     """Verify one claim. Failures of a step or the provider end this claim with `termination: error`.
 
-    `model`, when given, is the model whose usage ledger holds this claim's cost.
+    `model`, when given, is the model whose usage ledger holds this claim's cost. `prior_issues`
+    (e.g. unreadable replies met while extracting the claim) head the claim's issues. Every
+    unreadable model reply of the claim's steps is recorded as an `unparseable_reply` issue, also
+    on a claim that then ends in error.
     """
     t0 = time.perf_counter()
+    issues: list[SelectionIssue] = list(prior_issues)
     with claim_scope(claim.id):
         try:
-            result = await _verify_one(dag, sentences, claim, steps, config)
-        except (ProviderError, StepFailure, DecompositionError) as exc:
-            result = _failed(claim, f"{type(exc).__name__}: {exc}", dag)
+            result = await _verify_one(dag, sentences, claim, steps, config, issues)
+        except ProviderError as exc:
+            # The first line is the cause shared by every claim that met the same failure (the
+            # run summary groups claims by it); request-specific detail, if any, follows.
+            message = f"{type(exc).__name__}: {exc.cause}"
+            if str(exc) != exc.cause:
+                message += f"\n{exc}"
+            result = _failed(claim, message, issues)
+        except (StepFailure, DecompositionError) as exc:
+            result = _failed(claim, f"{type(exc).__name__}: {exc}", issues)
         except Exception as exc:  # noqa: BLE001 - one claim's bug must not take down the run
             tb = traceback.format_exc(limit=5)
-            result = _failed(claim, f"{type(exc).__name__}: {exc}\n{tb}", dag)
+            result = _failed(claim, f"{type(exc).__name__}: {exc}\n{tb}", issues)
     per_step = model.usage.for_claim(claim.id) if model is not None else {}
     return _with_cost(result, per_step, time.perf_counter() - t0)
+
+
+def not_started(claim: Claim, cause: str) -> ClaimResult:
+    """The result of a claim that was never started because the run had to stop (the endpoint
+    refused it: bad key, unknown model). An error, so the next run verifies the claim."""
+    return _failed(claim, f"not started: {cause}")
+
+
+def fatal_cause(model: Model | None) -> str | None:
+    """Why no further claim can be verified with `model` (`Model.fatal`), or None."""
+    fatal = model.fatal if model is not None else None
+    return None if fatal is None else f"{type(fatal).__name__}: {fatal.cause}"
 
 
 async def verify_claims(
@@ -325,23 +373,43 @@ async def verify_claims(
     *,
     sentences: SentenceIndex | None = None,
     on_result: OnResult | None = None,
+    on_start: Callable[[Claim], None] | None = None,
+    stop: Callable[[], str | None] | None = None,
     max_parallel_claims: int | None = None,
     model: Model | None = None,
+    claim_issues: Mapping[str, Sequence[SelectionIssue]] | None = None,
 ) -> list[ClaimResult]:
     """Verify claims concurrently (model-call concurrency is bounded by the model layer).
 
-    `on_result` is called as each claim finishes (for run stores and progress). Results come back
-    in the order of `claims`.
+    `on_start` is told when a claim starts (progress counts it in flight from then on, also while
+    its first call is being retried); `on_result` is called as each claim finishes (run stores,
+    progress). Before a claim starts, `stop` is asked whether the run must stop (default: the
+    model's fatal endpoint error, `Model.fatal`); when it names a cause, the claim is not started
+    and comes back as an error (`not_started`), so a later run verifies it. Results come back in
+    the order of `claims`. `claim_issues` maps claim ids to issues recorded before verification
+    (`extraction.ExtractionResult.issues_by_claim`); they head each claim's issues.
     """
+    before = claim_issues or {}
     index = sentences or SentenceIndex(dag)
     sem = asyncio.Semaphore(max_parallel_claims) if max_parallel_claims else None
+    must_stop = stop if stop is not None else (lambda: fatal_cause(model))
+
+    async def run(c: Claim) -> ClaimResult:
+        cause = must_stop()
+        if cause is not None:
+            return not_started(c, cause)
+        if on_start is not None:
+            on_start(c)
+        return await verify_claim(
+            dag, index, c, steps, config, model=model, prior_issues=before.get(c.id, ())
+        )
 
     async def one(c: Claim) -> ClaimResult:
         if sem is None:
-            r = await verify_claim(dag, index, c, steps, config, model=model)
+            r = await run(c)
         else:
             async with sem:
-                r = await verify_claim(dag, index, c, steps, config, model=model)
+                r = await run(c)
         if on_result is not None:
             maybe = on_result(r)
             if inspect.isawaitable(maybe):

@@ -18,7 +18,6 @@ text is final.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .records import Claim, Verdict
 from .steps import EvidenceBatch, RawSelection, Steps, VerdictInput, VerdictOutcome
+from .textio import InputError, read_input_json
 
 
 class OracleError(RuntimeError):
@@ -70,6 +70,17 @@ class OracleAnswer:
 _NOTHING = RawSelection((), "")
 
 
+def _one_line(exc: ValidationError, limit: int = 5) -> str:
+    """A pydantic error list on one line: `claims.0.verdicts.1: <message>; ...`."""
+    errors = exc.errors(include_url=False)
+    parts = []
+    for e in errors[:limit]:
+        loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
+        parts.append(f"{loc}: {e['msg']}")
+    more = f"; … (+{len(errors) - limit} more)" if len(errors) > limit else ""
+    return "; ".join(parts) + more
+
+
 class Oracle:
     """Implements Decomposer, EvidenceSelector and VerdictGenerator from oracle answers."""
 
@@ -78,16 +89,16 @@ class Oracle:
         self._verdict_calls: dict[str, int] = {}
 
     @classmethod
-    def from_dict(cls, doc: Any) -> Oracle:
-        """Build from a decoded oracle document (validated)."""
+    def from_dict(cls, doc: Any, *, origin: str = "oracle file") -> Oracle:
+        """Build from a decoded oracle document (validated); `origin` starts error messages."""
         try:
             parsed = _OracleFile.model_validate(doc)
         except ValidationError as exc:
-            raise OracleError(f"invalid oracle file: {exc}") from None
+            raise OracleError(f"{origin}: invalid: {_one_line(exc)}") from None
         answers: dict[str, OracleAnswer] = {}
         for c in parsed.claims:
             if c.claim in answers:
-                raise OracleError(f"oracle lists the claim twice: {c.claim!r}")
+                raise OracleError(f"{origin}: the claim is listed twice: {c.claim!r}")
             answers[c.claim] = OracleAnswer(
                 tuple(c.subclaims),
                 {k: tuple(v) for k, v in c.evidence.items()},
@@ -98,12 +109,12 @@ class Oracle:
 
     @classmethod
     def from_file(cls, path: str | Path) -> Oracle:
-        """Load an oracle file."""
+        """Load an oracle file (input rules of `veritrail.textio`; `OracleError` names the file)."""
         try:
-            doc = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise OracleError(f"{path}: {exc}") from None
-        return cls.from_dict(doc)
+            doc = read_input_json(path, "oracle file")
+        except InputError as exc:
+            raise OracleError(str(exc)) from None
+        return cls.from_dict(doc, origin=f"oracle file {path}")
 
     def steps(self) -> Steps:
         """The oracle as all three steps."""

@@ -9,17 +9,25 @@ Three modes, chosen by `make_progress`:
   at the end;
 * **quiet** (`--quiet`): nothing.
 
-Figures come from two feeds: `claim_finished(result)` (the `on_result` callback of
-`loop.verify_claims`) and `call(event)` (the `on_call` callback of `lm.model.Model`, one event per
-model call, cache hits included). Both are called on the event loop's thread, and so is
-`tick()` (driven by `ticker()`), so no locking is needed.
+Figures come from three feeds: `claim_started(id)` / `claim_finished(result)` (a claim is in
+flight from the moment it starts, so a claim whose call is being retried counts), and
+`call(event)` (the `on_call` callback of `lm.model.Model`, one event per model call, cache hits
+included; claim extraction's calls too, shown while `extracting()`). All are called on the event
+loop's thread, and so is `tick()` (driven by `ticker()`), so no locking is needed.
 
-`summary_tables(report)` renders the end-of-run table (verdicts, error stages, cost).
+"calls" on the progress line counts answered calls (cache hits included); calls that failed after
+every retry are shown apart ("failed"). The end-of-run Cost table counts the same calls (claims
+plus claim extraction), so on a fresh run both show the same number.
+
+`summary_tables(report)` renders the end-of-run tables (verdicts, error stages, cost);
+`print_outcome` prints what decides the exit status (errored claims grouped by cause, the
+`--max-unsupported` gate), even with `--quiet`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 import time
 from collections import Counter
@@ -76,18 +84,27 @@ class RunFigures:
     dollars: float = 0.0
     in_flight: dict[str, int] = field(default_factory=dict)
     """Claim id -> verdict calls seen so far, for claims started and not finished."""
+    retrying: int = 0
+    """Claims that ended in error in an earlier run and are verified again in this one."""
+    extracting: bool = False
+    """True while claims are being extracted from the final output (before verification)."""
 
     def call(self, event: CallLike) -> None:
-        """Count one model call."""
+        """Count one model call: answered (cache hits included) or failed after every retry."""
+        if event.error is not None:
+            self.failed_calls += 1
+            return
         self.calls += 1
         self.cached_calls += int(event.cached)
-        self.failed_calls += int(event.error is not None)
         self.input_tokens += event.input_tokens
         self.output_tokens += event.output_tokens
         self.dollars += event.dollars
-        if event.claim is not None:
-            n = self.in_flight.get(event.claim, 0)
-            self.in_flight[event.claim] = n + int(event.step == VERDICT_STEP)
+        if event.claim is not None and event.step == VERDICT_STEP:
+            self.in_flight[event.claim] = self.in_flight.get(event.claim, 0) + 1
+
+    def started(self, claim_id: str) -> None:
+        """A claim started (in flight until it finishes, retries and waits included)."""
+        self.in_flight.setdefault(claim_id, 0)
 
     def finished(self, result: ClaimResult) -> None:
         """Count one finished claim."""
@@ -133,15 +150,34 @@ class ProgressReporter:
         self._t0 = clock()
 
     # feeds -----------------------------------------------------------------------------------
-    def start(self, total: int, resumed: int = 0, done: Sequence[ClaimResult] = ()) -> None:
+    def extracting(self) -> None:
+        """Claims are being extracted from the final output (no `--claims`): calls made so far
+        are shown until `start`."""
+        self.figures.extracting = True
+
+    def start(
+        self,
+        total: int,
+        resumed: int = 0,
+        done: Sequence[ClaimResult] = (),
+        *,
+        retrying: int = 0,
+    ) -> None:
         """The run has `total` claims, of which `resumed` were already finished in the run store
-        (`done`, when given, are those results: their verdicts are counted in the figures)."""
+        (`done`, when given, are those results: their verdicts are counted in the figures) and
+        `retrying` ended in error in an earlier run and are verified again."""
+        self.figures.extracting = False
         self.figures.total = total
         self.figures.resumed = resumed
+        self.figures.retrying = retrying
         for r in done:
             self.figures.finished(r)
         self.figures.done = resumed
         self._t0 = self._clock()
+
+    def claim_started(self, claim_id: str) -> None:
+        """A claim starts being verified (it counts as in flight from now on)."""
+        self.figures.started(claim_id)
 
     def call(self, event: CallLike) -> None:
         """`Model(on_call=...)` hook."""
@@ -170,6 +206,15 @@ class ProgressReporter:
     def elapsed(self) -> float:
         """Seconds since `start`."""
         return self._clock() - self._t0
+
+    def extraction_line(self) -> str:
+        """The status line while claims are being extracted."""
+        f = self.figures
+        return (
+            f"extracting claims from the final output · calls {f.calls} (cache {f.cached_calls}"
+            + (f", failed {f.failed_calls}" if f.failed_calls else "")
+            + f") · {fmt_duration(self.elapsed)} elapsed"
+        )
 
     def eta(self) -> float | None:
         """Seconds left, from the pace of the claims finished in this session."""
@@ -219,23 +264,47 @@ class PlainProgress(ProgressReporter):
         self.stream = stream
         self.interval = interval
         self._last: float | None = None
+        self._started = False
 
-    def start(self, total: int, resumed: int = 0, done: Sequence[ClaimResult] = ()) -> None:
-        super().start(total, resumed, done)
-        self._emit(
-            f"verifying {total - resumed} claims"
-            + (f" ({resumed} already finished in the run store)" if resumed else "")
-        )
+    def extracting(self) -> None:
+        super().extracting()
+        self._emit("extracting claims from the final output (no --claims given)")
         self._last = self._clock()
 
+    def start(
+        self,
+        total: int,
+        resumed: int = 0,
+        done: Sequence[ClaimResult] = (),
+        *,
+        retrying: int = 0,
+    ) -> None:
+        if self.figures.extracting:
+            self._emit(self.extraction_line())
+        super().start(total, resumed, done, retrying=retrying)
+        notes = []
+        if resumed:
+            notes.append(f"{resumed} already finished in the run store")
+        if retrying:
+            notes.append(f"{retrying} of them ended in error last time and are retried")
+        self._emit(
+            f"verifying {total - resumed} claims" + (f" ({'; '.join(notes)})" if notes else "")
+        )
+        self._last = self._clock()
+        self._started = True
+
     def tick(self) -> None:
+        if not self._started and not self.figures.extracting:
+            return
         now = self._clock()
         if self._last is None or now - self._last >= self.interval:
-            self._emit(self.line())
+            self._emit(self.extraction_line() if self.figures.extracting else self.line())
             self._last = now
 
     def close(self) -> None:
-        self._emit(self.line())
+        if self._started:
+            self._emit(self.line())
+            self._started = False
 
     def _emit(self, text: str) -> None:
         self.stream.write(f"[veritrail] {text}\n")
@@ -273,22 +342,42 @@ class RichProgress(ProgressReporter):
         self._task = self._bar.add_task("claims", total=None)
         self._started = False
 
-    def start(self, total: int, resumed: int = 0, done: Sequence[ClaimResult] = ()) -> None:
-        super().start(total, resumed, done)
+    def extracting(self) -> None:
+        super().extracting()
+        if not self._started:
+            self._bar.start()
+            self._started = True
+        self.tick()
+
+    def start(
+        self,
+        total: int,
+        resumed: int = 0,
+        done: Sequence[ClaimResult] = (),
+        *,
+        retrying: int = 0,
+    ) -> None:
+        super().start(total, resumed, done, retrying=retrying)
         self._bar.update(self._task, total=total, completed=resumed)
-        self._bar.start()
-        self._started = True
+        if not self._started:
+            self._bar.start()
+            self._started = True
         self.tick()
 
     def _details(self) -> Text:
         f = self.figures
         v = f.verdicts
         t = Text()
+        if f.extracting:
+            t.append("  " + self.extraction_line())
+            return t
         t.append(f"  Fully Supported {v[Verdict.FULLY_SUPPORTED.value]}", style="green")
         t.append(f"  Not Fully Supported {v[Verdict.NOT_FULLY_SUPPORTED.value]}", style="red")
         t.append(f"  Inconclusive {v[Verdict.INCONCLUSIVE.value]}", style="yellow")
         t.append(f"  errors {f.errors}\n", style="bold red" if f.errors else "dim")
         t.append(f"  in flight {len(f.in_flight)}")
+        if f.retrying:
+            t.append(f" (retrying {f.retrying} errored)")
         if f.in_flight:
             t.append(f" (iteration ~{f.current_iteration:.1f})")
         t.append(f"  ·  model calls {f.calls}  ·  cache hits {f.cached_calls}")
@@ -358,24 +447,31 @@ def summary_tables(report: Mapping[str, Any], *, wall_seconds: float | None = No
     stages = Table(title="Error stages", title_justify="left")
     stages.add_column("stage", justify="right")
     stages.add_column("claims", justify="right")
-    per_stage = s.get("error_stages", {})
+    per_stage = {int(k): int(v) for k, v in s.get("error_stages", {}).items()}
     max_stage = int(report.get("dag", {}).get("max_stage", 0))
-    for k in range(1, max_stage + 1):
-        stages.add_row(str(k), str(per_stage.get(str(k), 0)))
+    for label, count in stage_rows(per_stage, max_stage):
+        stages.add_row(label, count)
     not_id = sum(
         1 for c in report.get("claims", []) if c.get("error_stage_status") == "not_identifiable"
     )
     stages.add_row("not identifiable", str(not_id))
 
     c = s["cost"]
+    ext = report.get("run", {}).get("extraction_cost") or {}
+
+    def total(key: str) -> Any:
+        return c.get(key, 0) + ext.get(key, 0)
+
     cost = Table(title="Cost", title_justify="left")
     cost.add_column("figure")
     cost.add_column("value", justify="right")
-    cost.add_row("model calls", f"{c['lm_calls']}")
-    cost.add_row("of which from cache", f"{c.get('cached_calls', 0)}")
-    cost.add_row("input tokens", f"{c['input_tokens']:,}")
-    cost.add_row("output tokens", f"{c['output_tokens']:,}")
-    cost.add_row("dollars", f"${c['dollars']:.4f}")
+    cost.add_row("model calls", f"{total('lm_calls'):,}")
+    if ext:
+        cost.add_row("of which claim extraction", f"{ext.get('lm_calls', 0):,}")
+    cost.add_row("of which from cache", f"{total('cached_calls'):,}")
+    cost.add_row("input tokens", f"{total('input_tokens'):,}")
+    cost.add_row("output tokens", f"{total('output_tokens'):,}")
+    cost.add_row("dollars", f"${total('dollars'):.4f}")
     dag_nodes = int(report.get("dag", {}).get("nodes", 0))
     mean = float(c.get("nodes_read_mean", 0.0))
     cost.add_row(
@@ -385,6 +481,151 @@ def summary_tables(report: Mapping[str, Any], *, wall_seconds: float | None = No
     if wall_seconds is not None:
         cost.add_row("wall time", fmt_duration(wall_seconds))
     return Group(verdicts, stages, cost)
+
+
+STAGE_ROWS = 10
+"""Error stages listed by name in the end-of-run table; the rest are summed in one row."""
+
+
+def stage_rows(
+    per_stage: Mapping[int, int], max_stage: int, limit: int = STAGE_ROWS
+) -> list[tuple[str, str]]:
+    """(stage, claims) rows of the Error stages table.
+
+    A DAG with few stages gets one row per stage (zeros included, so the shape is visible);
+    a deeper one (a 200,000-stage chain) gets the `limit` stages with the most claims, in stage
+    order, plus one "n more stages" row: the table stays a few rows long whatever the depth.
+    """
+    if max_stage <= limit:
+        return [(str(k), str(per_stage.get(k, 0))) for k in range(1, max_stage + 1)]
+    top = sorted(
+        sorted((k for k, v in per_stage.items() if v > 0), key=lambda k: (-per_stage[k], k))[:limit]
+    )
+    rows = [(str(k), str(per_stage[k])) for k in top]
+    rest = max_stage - len(top)
+    rest_claims = sum(v for k, v in per_stage.items() if k not in set(top))
+    rows.append((f"{rest:,} more stages", str(rest_claims)))
+    return rows
+
+
+def error_cause(error: str | None) -> str:
+    """The cause of a claim's error, for grouping: the first line (a bug's traceback is left
+    out), redacted, without the exception class name the loop puts in front."""
+    from .redaction import redact
+
+    first = (error or "unknown error").strip().splitlines()[0] if error else "unknown error"
+    first = re.sub(r"^not started: ", "", first)
+    first = re.sub(r"^[A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Failure): ", "", first)
+    return redact(first.strip()) or "unknown error"
+
+
+def error_groups(claims: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[str]]]:
+    """Errored claims of a report grouped by cause: (cause, claim ids), largest group first."""
+    groups: dict[str, list[str]] = {}
+    for c in claims:
+        if c.get("termination") == "error" or c.get("verdict") is None:
+            groups.setdefault(error_cause(c.get("error")), []).append(str(c["id"]))
+    return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+
+
+@dataclass(frozen=True, slots=True)
+class GateResult:
+    """A failed `--max-unsupported` gate."""
+
+    rate: float
+    """The allowed share."""
+    share: float
+    """The share of claims judged Not Fully Supported."""
+    claims: tuple[tuple[str, str], ...]
+    """(id, text) of those claims."""
+    total: int
+
+
+def gate_failures(report: Mapping[str, Any], max_unsupported: float | None) -> GateResult | None:
+    """The `--max-unsupported` gate: a `GateResult` when the share of the report's claims whose
+    final verdict is Not Fully Supported is above `max_unsupported`, else None (also with no
+    gate or no claims). The share is over every claim of the report, errored ones included."""
+    if max_unsupported is None:
+        return None
+    claims = report.get("claims", [])
+    if not claims:
+        return None
+    nfs = tuple(
+        (str(c["id"]), str(c.get("text", "")))
+        for c in claims
+        if c.get("verdict") == Verdict.NOT_FULLY_SUPPORTED.value
+    )
+    share = len(nfs) / len(claims)
+    if share <= max_unsupported:
+        return None
+    return GateResult(max_unsupported, share, nfs, len(claims))
+
+
+def _ids(ids: Sequence[str], limit: int = 8) -> str:
+    shown = ", ".join(ids[:limit])
+    return shown + (f", … {len(ids) - limit} more" if len(ids) > limit else "")
+
+
+def outcome_lines(
+    report: Mapping[str, Any],
+    *,
+    max_unsupported: float | None = None,
+    run_dir: str | None = None,
+    fatal: str | None = None,
+    limit: int = 20,
+) -> list[str]:
+    """What decides the exit status, as lines: the fatal endpoint error, the errored claims
+    grouped by cause, the failed gate with the claims it counted (at most `limit` listed)."""
+    from .redaction import redact
+
+    lines: list[str] = []
+    claims = report.get("claims", [])
+    if fatal:
+        lines.append(
+            f"error: the endpoint refused the run: {redact(fatal).rstrip('.')}. "
+            "No further claim was started; "
+            "finished claims are kept."
+        )
+    groups = error_groups(claims)
+    if groups:
+        n = sum(len(ids) for _, ids in groups)
+        again = f"veritrail resume {run_dir}" if run_dir else "veritrail resume RUN_DIR"
+        lines.append(
+            f"error: {n} of {len(claims)} claims could not be verified; they are verified again "
+            f"by the same command or `{again}`:"
+        )
+        for cause, ids in groups:
+            lines.append(f"  {len(ids)} claim{'s' if len(ids) != 1 else ''}: {cause} ({_ids(ids)})")
+    gate = gate_failures(report, max_unsupported)
+    if gate is not None:
+        lines.append(
+            f"gate failed: {len(gate.claims)} of {gate.total} claims ({100 * gate.share:.1f}%) "
+            f"are Not Fully Supported, above --max-unsupported {gate.rate:g} "
+            f"({100 * gate.rate:.1f}%):"
+        )
+        for cid, text in gate.claims[:limit]:
+            short = text if len(text) <= 100 else text[:99] + "…"
+            lines.append(f"  {cid}: {redact(short)}")
+        if len(gate.claims) > limit:
+            lines.append(f"  … and {len(gate.claims) - limit} more (see the report)")
+    return lines
+
+
+def print_outcome(
+    report: Mapping[str, Any],
+    *,
+    max_unsupported: float | None = None,
+    run_dir: str | None = None,
+    fatal: str | None = None,
+    stream: TextIO | None = None,
+) -> None:
+    """Print `outcome_lines` to stderr (also with `--quiet`: they explain the exit status)."""
+    out = stream if stream is not None else sys.stderr
+    for line in outcome_lines(
+        report, max_unsupported=max_unsupported, run_dir=run_dir, fatal=fatal
+    ):
+        out.write(line + "\n")
+    out.flush()
 
 
 def print_summary(

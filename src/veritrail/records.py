@@ -72,11 +72,21 @@ class Summary:
     text: str
 
 
+UNPARSEABLE_REPLY = "unparseable_reply"
+"""`SelectionIssue.kind` of a model reply that could not be read (a re-ask may have followed)."""
+
+
 @dataclass(frozen=True, slots=True)
 class SelectionIssue:
-    """Something evidence selection had to discard or could not parse (kept for the trail)."""
+    """Something a step had to discard or could not parse, or a cut in the trail (kept for the
+    report).
 
-    kind: str  # "unknown_id" | "unparseable_reply" | "step_error"
+    Kinds: "unknown_id" (an id the prompt never assigned), "unparseable_reply" (an unreadable
+    model reply in any step: `detail` starts with the step name and the try number),
+    "step_error", "provenance_truncated" (the provenance lists only part of the paths).
+    """
+
+    kind: str
     detail: str
 
 

@@ -120,12 +120,18 @@ def url_secret(url: str | None) -> None:
 
 def redact_obj(value: Any) -> Any:
     """`value` (JSON-like: dicts, lists, strings) with `redact` applied to every string in it."""
+    # The secrets are looked up once per object, not once per string: reading the environment
+    # for each of the ~40 strings per node of a long trail made reports take minutes.
+    return _redact_obj(value, known_secrets())
+
+
+def _redact_obj(value: Any, secrets: list[str]) -> Any:
     if isinstance(value, str):
-        return redact(value)
+        return redact(value, secrets=secrets)
     if isinstance(value, Mapping):
-        return {k: redact_obj(v) for k, v in value.items()}
+        return {k: _redact_obj(v, secrets) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [redact_obj(v) for v in value]
+        return [_redact_obj(v, secrets) for v in value]
     return value
 
 

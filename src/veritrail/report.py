@@ -8,7 +8,10 @@ identical runs (timestamps, wall times) live under `"run"` and in `cost.wall_sec
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import tempfile
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
@@ -234,17 +237,47 @@ def build_report(
     return report
 
 
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write `text` (UTF-8) to `path` atomically: a uniquely named temporary file in the same
+    directory, flushed and fsync'ed, then `os.replace`d over `path`. A reader never sees half a
+    file, a crash never leaves one behind, and two writers never share a temporary file."""
+    p = Path(path)
+    try:
+        mode = p.stat().st_mode & 0o777  # keep the permissions of the file being replaced
+    except OSError:
+        mode = 0o644  # mkstemp creates 0600; a report is meant to be read by others
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return p
+
+
 def write_report(report: Mapping[str, Any], path: str | Path) -> None:
-    """Write a report as indented UTF-8 JSON."""
-    Path(path).write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    """Write a report as indented UTF-8 JSON, atomically (`atomic_write_text`), with every
+    string passed through `redaction.redact_obj` (error texts may quote a server that echoed a
+    key)."""
+    from .redaction import redact_obj
+
+    atomic_write_text(path, json.dumps(redact_obj(report), ensure_ascii=False, indent=2) + "\n")
 
 
 def load_report(path: str | Path) -> dict[str, Any]:
     """Read a report, checking its format and version."""
+    from .textio import InputError, read_input_json
+
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ReportFormatError(f"{path}: {exc}") from None
+        doc = read_input_json(path, "report")  # the input rules of every file (textio)
+    except InputError as exc:
+        raise ReportFormatError(str(exc)) from None
     if not isinstance(doc, dict) or doc.get("format") != REPORT_FORMAT:
         raise ReportFormatError(f'{path}: not a VeriTrail report (no "format": "{REPORT_FORMAT}")')
     if doc.get("version") != REPORT_VERSION:

@@ -17,17 +17,20 @@ it is what makes the re-run of a claim that was in flight at the kill cost no mo
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import os
+import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from .records import Claim, ClaimResult
+from .records import Claim, ClaimResult, Termination
+from .redaction import redact_obj
 from .report import claim_from_dict, claim_to_dict
 
 RUN_FORMAT = "veritrail-run"
@@ -54,6 +57,9 @@ class Status:
     RUNNING = "running"
     INTERRUPTED = "interrupted"
     COMPLETE = "complete"
+    """Ended, every claim with a verdict."""
+    INCOMPLETE = "incomplete"
+    """Ended, some claims in error: the next run (or `veritrail resume`) verifies them again."""
 
 
 def redact(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -162,13 +168,50 @@ def default_run_dir(root: str | Path, dag_path: str | Path, fingerprint: str) ->
 
 
 def _write_json_atomic(path: Path, doc: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        fh.write(json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    # A unique temporary name (mkstemp) in the same directory: two writers never share a
+    # temporary file, and os.replace within one file system is atomic.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(redact_obj(doc), ensure_ascii=False, indent=2) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     _fsync_dir(path.parent)
+
+
+def _acquire_lock(path: Path) -> IO[str] | None:
+    """An exclusive, non-blocking `flock` on `path/.lock`; None where flock does not exist.
+
+    Raises `RunStoreError` naming the holder's pid when another process holds it.
+    """
+    try:
+        import fcntl
+    except ImportError:  # not on POSIX: no protection against two writers
+        return None
+    try:
+        fh = (path / LOCK_FILE).open("a+", encoding="utf-8")
+    except OSError as exc:
+        raise RunStoreError(f"{path}: cannot write the run's lock file: {exc}") from None
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.seek(0)
+        holder = fh.read().strip() or "?"
+        fh.close()
+        raise RunStoreError(
+            f"{path} is being run by another veritrail process (pid {holder}); "
+            "wait for it to finish or stop it first"
+        ) from None
+    fh.seek(0)
+    fh.truncate()
+    fh.write(str(os.getpid()))
+    fh.flush()
+    return fh
 
 
 def _fsync_dir(d: Path) -> None:
@@ -183,6 +226,34 @@ def _fsync_dir(d: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+class RunLock:
+    """This process's exclusive hold on a run directory (see `lock_run_dir`)."""
+
+    def __init__(self, path: Path, fh: IO[str] | None) -> None:
+        self.path = path
+        self.fh = fh
+
+    def release(self) -> None:
+        """Drop the lock (also dropped by the OS when the process ends, kill -9 included)."""
+        if self.fh is not None:
+            self.fh.close()
+            self.fh = None
+
+
+def lock_run_dir(path: str | Path) -> RunLock:
+    """Create the run directory if needed and lock it, before any file of the run is read or
+    written. Of two runs of the same directory started at once, one gets the lock and the other
+    gets `RunStoreError` ("being run by another veritrail process"); nobody waits."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise RunStoreError(f"{p} is not a directory; use another --run-dir")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunStoreError(f"cannot create the run directory {p}: {exc.strerror or exc}") from None
+    return RunLock(p, _acquire_lock(p))
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,40 +336,56 @@ class RunStore:
         claims: Sequence[Claim],
         claims_path: str | Path | None = None,
         extra: Mapping[str, Any] | None = None,
+        lock: RunLock | None = None,
     ) -> RunStore:
         """Open the run at `path` if it is this run (same fingerprint), else create it there.
+        The returned store holds the run's lock (`lock`, when the caller took it already with
+        `lock_run_dir`, else taken here before any file is read or written).
 
         Raises `RunStoreError` when `path` holds a different run, so two configurations never mix
-        their results in one directory.
+        their results in one directory, and when another process holds the lock.
         """
         p = Path(path)
-        if (p / RUN_FILE).exists():
-            store = cls.open(p)
-            if store.info.fingerprint != fingerprint:
-                raise RunStoreError(
-                    f"{p} holds a different run (fingerprint {store.info.fingerprint[:12]}, this "
-                    f"run is {fingerprint[:12]}: the DAG, claims, model or settings differ). "
-                    "Use another --run-dir or delete that directory."
+        # The lock comes before any file of the run is read or written: of two identical runs
+        # started at once, one gets it and the other stops with a message (exit 2) before it has
+        # touched anything.
+        held = lock if lock is not None else lock_run_dir(p)
+        fh = held.fh
+        try:
+            if (p / RUN_FILE).exists():
+                store = cls.open(p)
+                if store.info.fingerprint != fingerprint:
+                    raise RunStoreError(
+                        f"{p} holds a different run (fingerprint {store.info.fingerprint[:12]}, "
+                        f"this run is {fingerprint[:12]}: the DAG, claims, model or settings "
+                        "differ). Use another --run-dir or delete that directory."
+                    )
+            else:
+                now = time.time()
+                info = RunInfo(
+                    fingerprint=fingerprint,
+                    dag_path=str(Path(dag_path).resolve()),
+                    dag_sha256=dag_sha256,
+                    model=model,
+                    config=redact(config),
+                    claims_path=(
+                        str(Path(claims_path).resolve()) if claims_path is not None else None
+                    ),
+                    status=Status.RUNNING,
+                    created=now,
+                    updated=now,
+                    extra=dict(extra or {}),
                 )
-            return store
-        p.mkdir(parents=True, exist_ok=True)
-        now = time.time()
-        info = RunInfo(
-            fingerprint=fingerprint,
-            dag_path=str(Path(dag_path).resolve()),
-            dag_sha256=dag_sha256,
-            model=model,
-            config=redact(config),
-            claims_path=str(Path(claims_path).resolve()) if claims_path is not None else None,
-            status=Status.RUNNING,
-            created=now,
-            updated=now,
-            extra=dict(extra or {}),
-        )
-        # claims.json first: a run.json without its claims would be unusable on resume.
-        _write_json_atomic(p / CLAIMS_FILE, claims_to_json(claims))
-        _write_json_atomic(p / RUN_FILE, info.to_json())
-        return cls(p, info, list(claims))
+                # claims.json first: a run.json without its claims would be unusable on resume.
+                _write_json_atomic(p / CLAIMS_FILE, claims_to_json(claims))
+                _write_json_atomic(p / RUN_FILE, info.to_json())
+                store = cls(p, info, list(claims))
+        except BaseException:
+            held.release()
+            raise
+        store._lock_fh = fh
+        held.fh = None  # now owned by the store (released by `unlock` or at exit)
+        return store
 
     @classmethod
     def open(cls, path: str | Path) -> RunStore:
@@ -329,30 +416,18 @@ class RunStore:
 
         An advisory `flock` on `.lock` in the run directory: the OS drops it when the process
         ends in any way (kill -9 included), so a stale lock never blocks a resume.
+        `create_or_open` already takes it; calling this again is a no-op.
         """
-        try:
-            import fcntl
-        except ImportError:  # not on POSIX: no protection against two writers
-            return
-        fh = (self.path / LOCK_FILE).open("a+")
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            fh.seek(0)
-            holder = fh.read().strip() or "?"
-            fh.close()
-            raise RunStoreError(
-                f"{self.path} is being run by another veritrail process (pid {holder}); "
-                "wait for it or stop it first"
-            ) from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(str(os.getpid()))
-        fh.flush()
-        self._lock_fh = fh
+        if self._lock_fh is None:
+            self._lock_fh = _acquire_lock(self.path)
         # Whatever a previous holder appended before we got the lock is now final: reread it.
         self._done.clear()
         self._load_results()
+
+    @property
+    def locked(self) -> bool:
+        """True while this process holds the run's lock."""
+        return self._lock_fh is not None
 
     def unlock(self) -> None:
         """Release `lock` (also released when the process exits)."""
@@ -393,7 +468,9 @@ class RunStore:
 
     def record(self, result: ClaimResult) -> None:
         """Append one finished claim and make it durable before returning."""
-        line = json.dumps(claim_to_dict(result), ensure_ascii=False, separators=(",", ":"))
+        # Error texts and notes may quote a server's reply, which may echo a key.
+        doc = redact_obj(claim_to_dict(result))
+        line = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
         with (self.path / RESULTS_FILE).open("a", encoding="utf-8") as fh:
             fh.write(line + "\n")
             fh.flush()
@@ -402,15 +479,26 @@ class RunStore:
 
     @property
     def done(self) -> dict[str, ClaimResult]:
-        """Finished claims by claim id."""
-        return dict(self._done)
+        """Finished claims by claim id: those with a verdict. A claim whose last result ended in
+        error is not finished: the next run or `veritrail resume` verifies it again."""
+        return {k: r for k, r in self._done.items() if r.termination is not Termination.ERROR}
+
+    @property
+    def errored(self) -> dict[str, ClaimResult]:
+        """Claims whose last recorded result ended in error (retried by the next run)."""
+        return {k: r for k, r in self._done.items() if r.termination is Termination.ERROR}
 
     def remaining(self) -> list[Claim]:
-        """Claims not yet finished, in input order."""
-        return [c for c in self.claims if c.id not in self._done]
+        """Claims to verify, in input order: never recorded, or last recorded with an error.
+
+        results.jsonl only ever grows; the last line of a claim wins on load, so a retried
+        claim's new result replaces its old error."""
+        done = self.done
+        return [c for c in self.claims if c.id not in done]
 
     def results_in_order(self) -> list[ClaimResult]:
-        """Finished results in the order of the claims (unfinished claims left out)."""
+        """The last result of every recorded claim (errors included), in the order of the
+        claims; claims never recorded are left out."""
         return [self._done[c.id] for c in self.claims if c.id in self._done]
 
     # -- status --------------------------------------------------------------------------------

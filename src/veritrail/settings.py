@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -80,8 +79,15 @@ class Settings:
     samples: int = 1
     threshold: int = 1
     sample_temperature: float = 0.2
+    max_reasks: int = 3
+    """Re-asks per structured call after an unreadable reply (`get_model(max_reasks=...)`).
+    Not part of the run fingerprint: raising it to rescue errored claims reuses the run."""
+    max_unsupported: float | None = None
+    """CI gate: exit 1 when the share of claims judged Not Fully Supported is above this rate
+    (0 to 1). None = no gate. Not part of the run fingerprint."""
     runs_dir: str = "runs"
-    """Where run directories are created when `--run-dir` is not given."""
+    """Where run directories are created when `--run-dir` is not given (relative to the
+    current directory)."""
     progress_interval: float = 10.0
     """Seconds between plain progress lines when stderr is not a terminal."""
     sources: dict[str, str] = field(default_factory=dict, compare=False)
@@ -152,18 +158,32 @@ def _coerce(name: str, value: Any, origin: str) -> Any:
         raise SettingsError(f"{origin}: {name} = {value!r}: {msg}") from None
     if isinstance(out, int | float) and not isinstance(out, bool) and out < 0:
         raise SettingsError(f"{origin}: {name} must not be negative (got {out})")
+    hi = _UPPER_BOUNDS.get(name)
+    if hi is not None and isinstance(out, int | float) and not out <= hi:  # NaN fails too
+        raise SettingsError(f"{origin}: {name} must be between 0 and {hi:g} (got {out})")
     return out
+
+
+def coerce_setting(name: str, value: Any, origin: str) -> Any:
+    """Validate one setting's value as a flag or file value would be (`SettingsError` naming
+    `origin` when it is bad); for commands that take a few settings themselves (`resume`)."""
+    return _coerce(name, value, origin)
+
+
+# Settings with an upper bound (rates).
+_UPPER_BOUNDS: dict[str, float] = {"max_unsupported": 1.0}
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
     """Settings from a TOML file: top-level names and a `[verify]` table (the table wins)."""
     p = Path(path)
+    from .textio import InputError, read_input_toml
+
     try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SettingsError(f"config file {p} not found") from None
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise SettingsError(f"config file {p}: {exc}") from None
+        # UTF-8 (BOM dropped), bounded nesting: the rules of every input file (veritrail.textio).
+        doc = read_input_toml(p, "config file")
+    except InputError as exc:
+        raise SettingsError(str(exc)) from None
     flat = {k: v for k, v in doc.items() if k != "verify"}
     table = doc.get("verify", {})
     if not isinstance(table, dict):
@@ -231,8 +251,11 @@ def resolve_settings(
 
 
 def settings_table(settings: Settings) -> list[tuple[str, str, str]]:
-    """(name, value, source) rows for display."""
+    """(name, value, source) rows for display; values pass through `redaction.redact` (a base
+    URL's user and password never reach the terminal)."""
+    from .redaction import redact
+
     return [
-        (n, repr(getattr(settings, n)), settings.sources.get(n, Source.DEFAULT))
+        (n, redact(repr(getattr(settings, n))), settings.sources.get(n, Source.DEFAULT))
         for n in SETTING_NAMES
     ]

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from .records import Claim, Verdict
+from .records import UNPARSEABLE_REPLY, Claim, SelectionIssue, Verdict
 
 if TYPE_CHECKING:
     from .lm.base import GenerateConfig
@@ -109,6 +109,9 @@ class RawSelection:
     raw: str = ""
     node_summaries: tuple[tuple[str, str], ...] = ()
     """Optional per-node summaries (node id, text); when given they replace the batch summary."""
+    unreadable: tuple[str, ...] = ()
+    """One line per unreadable reply met on the way (also when a re-ask then succeeded); the
+    engine records each as an `unparseable_reply` issue on the claim."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,13 +131,30 @@ class VerdictOutcome:
     reasoning: str
     error: str | None = None
     raw: str = ""
+    unreadable: tuple[str, ...] = ()
+    """One line per unreadable reply met on the way (see `RawSelection.unreadable`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decomposition:
+    """What a decomposer may return instead of a bare list of parts: the parts, plus one line
+    per unreadable reply met on the way (recorded as issues on the claim)."""
+
+    parts: tuple[str, ...]
+    unreadable: tuple[str, ...] = ()
+
+
+def unreadable_issues(step: str, unreadable: Sequence[str]) -> tuple[SelectionIssue, ...]:
+    """The `unparseable_reply` issues for the unreadable replies of one call of `step`."""
+    return tuple(SelectionIssue(UNPARSEABLE_REPLY, f"{step}: {u}") for u in unreadable)
 
 
 class Decomposer(Protocol):
     """Splits a claim (or a sub-claim) into parts in one call; one part means "final"."""
 
-    async def decompose(self, claim: Claim, text: str) -> list[str]:
-        """Return the parts of `text` (which is `claim.text` or one of its sub-claims)."""
+    async def decompose(self, claim: Claim, text: str) -> Sequence[str] | Decomposition:
+        """Return the parts of `text` (which is `claim.text` or one of its sub-claims), bare or
+        as a `Decomposition` that also reports unreadable replies."""
         ...
 
 

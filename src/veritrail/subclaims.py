@@ -12,8 +12,8 @@ from typing import Any
 
 from .lm.model import Model
 from .prompting import fence, load_prompt
-from .records import Claim
-from .steps import Decomposer
+from .records import Claim, SelectionIssue
+from .steps import Decomposer, Decomposition, unreadable_issues
 
 STEP = "decomposition"
 
@@ -26,11 +26,12 @@ _DECOMPOSE_SCHEMA: dict[str, Any] = {
 
 
 class DecompositionError(RuntimeError):
-    """The decomposition reply could not be read (raw reply attached)."""
+    """The decomposition reply could not be read (raw reply and every try's error attached)."""
 
-    def __init__(self, message: str, raw: str):
+    def __init__(self, message: str, raw: str, unreadable: Sequence[str] = ()):
         super().__init__(message)
         self.raw = raw
+        self.unreadable = tuple(unreadable)
 
 
 def _norm(text: str) -> str:
@@ -50,6 +51,11 @@ async def decompose_text(model: Model, text: str, context: str = "") -> list[str
 
     Raises `DecompositionError` when the reply cannot be read after the model layer's re-asks.
     """
+    return list((await decompose_text_parts(model, text, context)).parts)
+
+
+async def decompose_text_parts(model: Model, text: str, context: str = "") -> Decomposition:
+    """`decompose_text`, with the unreadable replies met before a readable one."""
     prompt = load_prompt("decompose")
     block = (
         f"Context (for resolving references only):\n{fence(context, 'context')}\n\n"
@@ -59,8 +65,10 @@ async def decompose_text(model: Model, text: str, context: str = "") -> list[str
     messages = prompt.render(context_block=block, statement=fence(text, "statement"))
     res = await model.generate_json(messages, schema=_DECOMPOSE_SCHEMA, step=STEP, validate=_parts)
     if res.value is None:
-        raise DecompositionError(f"unreadable decomposition reply: {res.error}", res.raw)
-    return res.value
+        raise DecompositionError(
+            f"unreadable decomposition reply: {res.error}", res.raw, res.unreadable
+        )
+    return Decomposition(tuple(res.value), res.unreadable)
 
 
 class LMDecomposer:
@@ -69,18 +77,24 @@ class LMDecomposer:
     def __init__(self, model: Model) -> None:
         self.model = model
 
-    async def decompose(self, claim: Claim, text: str) -> list[str]:
-        """Parts of `text` (one call)."""
-        return await decompose_text(self.model, text)
+    async def decompose(self, claim: Claim, text: str) -> Decomposition:
+        """Parts of `text` (one call), with any unreadable replies met on the way."""
+        return await decompose_text_parts(self.model, text)
 
 
 async def decompose_claim(
-    decomposer: Decomposer, claim: Claim, max_calls: int = 20
+    decomposer: Decomposer,
+    claim: Claim,
+    max_calls: int = 20,
+    *,
+    issues: list[SelectionIssue] | None = None,
 ) -> tuple[str, ...]:
     """Run the work queue: items that split are pushed back; single parts are final.
 
     Items already processed (case/space-insensitive) are skipped; at most `max_calls` calls are made,
-    after which items still queued are kept as they are.
+    after which items still queued are kept as they are. Unreadable replies (from a decomposer
+    that returns a `Decomposition`, or attached to a `DecompositionError`) are appended to
+    `issues` as `unparseable_reply` issues, in call order.
     """
     queue: list[str] = [claim.text]
     seen: set[str] = set()
@@ -92,7 +106,17 @@ async def decompose_claim(
         if key in seen:
             continue
         seen.add(key)
-        parts = list(dict.fromkeys(p for p in await decomposer.decompose(claim, item) if p.strip()))
+        try:
+            got = await decomposer.decompose(claim, item)
+        except DecompositionError as exc:
+            if issues is not None:
+                issues.extend(unreadable_issues(STEP, exc.unreadable))
+            raise
+        if isinstance(got, Decomposition):
+            if issues is not None:
+                issues.extend(unreadable_issues(STEP, got.unreadable))
+            got = got.parts
+        parts = list(dict.fromkeys(p for p in got if p.strip()))
         calls += 1
         if len(parts) <= 1:
             final.setdefault(key, parts[0] if parts else item)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from .config import VerifyConfig
@@ -39,11 +40,12 @@ def _verdict(value: Any) -> tuple[Verdict, str]:
 
 
 def render_evidence(evidence: Sequence[VerdictInput]) -> str:
-    """Verdict evidence as labelled, fenced items."""
+    """Verdict evidence as labelled, fenced items; node ids are quoted by `fence` (`ids=`)."""
     blocks = []
     for i, item in enumerate(evidence, 1):
         kind = "source document" if item.is_root else "evidence summary"
-        blocks.append(fence(item.text, f"item {i} ({kind}, node {', '.join(item.node_ids)})"))
+        nodes = "nodes" if len(item.node_ids) > 1 else "node"
+        blocks.append(fence(item.text, f"item {i} ({kind}) {nodes}", ids=item.node_ids))
     return "\n\n".join(blocks)
 
 
@@ -69,9 +71,15 @@ class LMVerdictGenerator(LMStep):
             messages, schema=_VERDICT_SCHEMA, step=STEP, validate=_verdict, config=cfg
         )
         if res.value is None:
-            return VerdictOutcome(None, "", error=res.error or "unreadable reply", raw=res.raw)
+            return VerdictOutcome(
+                None,
+                "",
+                error=res.error or "unreadable reply",
+                raw=res.raw,
+                unreadable=res.unreadable,
+            )
         verdict, reasoning = res.value
-        return VerdictOutcome(verdict, reasoning, raw=res.raw)
+        return VerdictOutcome(verdict, reasoning, raw=res.raw, unreadable=res.unreadable)
 
 
 def build_inputs(
@@ -94,10 +102,15 @@ def build_inputs(
             items.append(VerdictInput(ids, False, s.text))
             covered.update(ids)
     # A non-root node with evidence but no summary (a selector that wrote none) still counts:
-    # fall back to its selected sentences so the verdict sees what was found.
-    for nid in sorted(nonroot_nodes - covered):
-        text = " ".join(r.text for r in evidence if r.node_id == nid)
-        items.append(VerdictInput((nid,), False, text))
+    # fall back to its selected sentences so the verdict sees what was found. (Grouped in one
+    # pass: a wide round can hold thousands of such nodes.)
+    bare = nonroot_nodes - covered
+    if bare:
+        texts: dict[str, list[str]] = {}
+        for r in evidence:
+            if r.node_id in bare:
+                texts.setdefault(r.node_id, []).append(r.text)
+        items.extend(VerdictInput((nid,), False, " ".join(texts[nid])) for nid in sorted(bare))
     items.extend(VerdictInput((r,), True, dag.node(r).text) for r in roots)
     return items
 
@@ -165,9 +178,11 @@ async def judge_with_samples(
     outs = await asyncio.gather(
         *(judge.judge(claim, subclaims, inputs, sample=k) for k in range(config.samples))
     )
+    # The unreadable replies of every sample, in sample order, go with whatever is returned.
+    unreadable = tuple(u for o in outs for u in o.unreadable)
     for o in outs:
         if o.error is not None:
-            return o, None
+            return replace(o, unreadable=unreadable), None
     if config.samples == 1:
         return outs[0], None
     counts = Counter(o.verdict for o in outs if o.verdict is not None)
@@ -182,5 +197,7 @@ async def judge_with_samples(
     )
     votes = ", ".join(f"{v.value}: {n}" for v, n in counts.most_common())
     return VerdictOutcome(
-        winner, f"{reasoning}\n[votes over {config.samples} samples: {votes}]"
+        winner,
+        f"{reasoning}\n[votes over {config.samples} samples: {votes}]",
+        unreadable=unreadable,
     ), score

@@ -169,10 +169,10 @@ async def test_all_methods_with_scripted_provider() -> None:
         prompts = [
             c.prompt
             for c in fake.calls
-            if "(source document, node" in c.prompt and item.claims[0].text in c.prompt
+            if "(source document) node" in c.prompt and item.claims[0].text in c.prompt
         ]
         assert any(
-            all(f"node {r})" in pr for r in want)
+            all(f'node "{r}"\n' in pr for r in want)
             and pr.count("\n<<< item ") + pr.startswith("<<< item ") == 2
             for pr in prompts
         )

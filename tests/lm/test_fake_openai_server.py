@@ -135,3 +135,99 @@ def test_responder_may_fail_one_request() -> None:
             _post(srv, {"model": "m", "messages": [{"role": "user", "content": "bad"}]})[0] == 500
         )
         assert _post(srv, {"model": "m", "messages": [{"role": "user", "content": "ok"}]})[0] == 200
+
+
+def _auth_post(srv: FakeOpenAIServer, key: str) -> tuple[int, dict[str, Any]]:
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=5)
+    body = json.dumps({"model": "gpt-x", "messages": []})
+    conn.request(
+        "POST",
+        "/v1/chat/completions",
+        body,
+        {"Content-Type": "application/json", "Authorization": f"Bearer {key}"},
+    )
+    resp = conn.getresponse()
+    data = json.loads(resp.read())
+    conn.close()
+    return resp.status, data
+
+
+def test_endpoint_refusals() -> None:
+    with FakeOpenAIServer() as srv:
+        srv.inject(
+            Fault.unauthorized(echo_key=True),
+            Fault.unauthorized(),
+            Fault.forbidden(),
+            Fault.not_found_model(),
+            Fault.insufficient_quota(),
+        )
+        status, data = _auth_post(srv, "sk-the-key")
+        assert status == 401 and "sk-the-key" in data["error"]["message"]
+        assert data["error"]["code"] == "invalid_api_key"
+        status, data = _auth_post(srv, "sk-the-key")
+        assert status == 401 and "sk-the-key" not in data["error"]["message"]
+        assert _auth_post(srv, "k")[0] == 403
+        status, data = _auth_post(srv, "k")
+        assert status == 404 and data["error"]["code"] == "model_not_found"
+        assert "gpt-x" in data["error"]["message"]
+        status, data = _auth_post(srv, "k")
+        assert status == 429 and data["error"]["code"] == "insufficient_quota"
+
+
+def test_unreadable_reply_kinds() -> None:
+    with FakeOpenAIServer(lambda r: '{"verdict": "Fully Supported"}') as srv:
+        srv.inject(Fault.truncated_content(), Fault.empty())
+        first = json.loads(_post(srv, {"model": "m", "messages": []})[2])
+        assert first["choices"][0]["message"]["content"] == '{"verdict": "Fu'  # a whole body
+        second = json.loads(_post(srv, {"model": "m", "messages": []})[2])
+        assert second["choices"][0]["message"]["content"] == ""
+        assert srv.faults_served == [FaultKind.TRUNCATED_CONTENT, FaultKind.EMPTY]
+
+
+def test_random_fault_mix_is_seeded() -> None:
+    mix = {Fault.rate_limit(0.5): 0.3, FaultKind.SERVER_ERROR: 0.2, FaultKind.EMPTY: 0.1}
+
+    def served(seed: int) -> list[FaultKind]:
+        with FakeOpenAIServer(fault_rates=mix, seed=seed) as srv:
+            statuses = [_post(srv, {"model": "m", "messages": []})[0] for _ in range(60)]
+            faults = srv.faults_served
+        assert statuses.count(429) == faults.count(FaultKind.RATE_LIMIT)
+        assert statuses.count(500) == faults.count(FaultKind.SERVER_ERROR)
+        return faults
+
+    a, b = served(7), served(7)
+    assert a == b and 10 <= len(a) <= 50  # ~36 expected of 60
+    assert served(8) != a
+    with FakeOpenAIServer(fault_rates=mix, seed=1) as srv:
+        srv.inject(Fault.forbidden())  # a queued fault comes first
+        assert _post(srv, {"model": "m", "messages": []})[0] == 403
+    with pytest.raises(ValueError, match="more than 1"):
+        FakeOpenAIServer(fault_rates={FaultKind.RESET: 0.6, FaultKind.EMPTY: 0.6})
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        FakeOpenAIServer(fault_rates={FaultKind.RESET: 1.5})
+
+
+def test_hold_release_and_wait_for_requests() -> None:
+    import threading
+
+    with FakeOpenAIServer() as srv:
+        srv.hold()
+        assert srv.holding
+        statuses: list[int] = []
+        threads = [
+            threading.Thread(
+                target=lambda: statuses.append(_post(srv, {"model": "m", "messages": []})[0])
+            )
+            for _ in range(3)
+        ]
+        for t in threads:
+            t.start()
+        assert srv.wait_for_requests(3, timeout=10)
+        assert statuses == []  # all three arrived, none answered
+        assert not srv.wait_for_requests(4, timeout=0.05)
+        srv.release()
+        for t in threads:
+            t.join(timeout=10)
+        assert statuses == [200, 200, 200] and not srv.holding
+        srv.reset_counters()
+        assert srv.wait_for_requests(0, timeout=0)

@@ -165,3 +165,32 @@ def test_registry_builds_each_provider(monkeypatch: pytest.MonkeyPatch, tmp_path
         get_provider("local/smollm2-135m", base_url="http://127.0.0.1:1/v1")
     register_provider("mine", make)
     assert get_provider("mine/m").model == "custom-m"
+
+
+def test_retry_pacing_and_reasks_from_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from veritrail.lm.registry import retry_policy_from_env
+    from veritrail.lm.retry import RetryPolicy
+
+    for name in ("VERITRAIL_RETRY_BASE_DELAY", "VERITRAIL_RETRY_MAX_ATTEMPTS"):
+        monkeypatch.delenv(name, raising=False)
+    assert retry_policy_from_env() == RetryPolicy()
+    assert get_model("fake/x").max_reasks == 3
+    assert get_model("fake/x", max_reasks=0).max_reasks == 0
+    monkeypatch.setenv("VERITRAIL_RETRY_BASE_DELAY", "0.01")
+    monkeypatch.setenv("VERITRAIL_RETRY_MAX_ATTEMPTS", "9")
+    policy = get_model("fake/x").retry
+    assert policy.base_delay == 0.01 and policy.max_attempts == 9
+    assert policy.rate_limit_min_delay == 0.01  # a 429 without Retry-After waits as little
+    explicit = RetryPolicy(max_attempts=2)
+    assert get_model("fake/x", retry=explicit).retry is explicit
+    for name, bad in [
+        ("VERITRAIL_RETRY_BASE_DELAY", "soon"),
+        ("VERITRAIL_RETRY_BASE_DELAY", "-1"),
+        ("VERITRAIL_RETRY_BASE_DELAY", "nan"),
+        ("VERITRAIL_RETRY_MAX_ATTEMPTS", "0"),
+        ("VERITRAIL_RETRY_MAX_ATTEMPTS", "2.5"),
+    ]:
+        with monkeypatch.context() as mp:
+            mp.setenv(name, bad)
+            with pytest.raises(ValueError, match=name):
+                retry_policy_from_env()

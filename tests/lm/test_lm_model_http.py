@@ -16,6 +16,7 @@ import pytest
 from lm_helpers import FAST_RETRY
 
 from veritrail.lm.base import (
+    EndpointError,
     FatalError,
     GenerateConfig,
     Message,
@@ -146,7 +147,7 @@ async def test_exhausted_retries_raise_the_last_classified_error(
 
 @pytest.mark.parametrize(
     ("status", "error"),
-    [(400, FatalError), (401, FatalError), (404, FatalError)],
+    [(400, FatalError), (401, EndpointError), (403, EndpointError), (404, EndpointError)],
 )
 async def test_fatal_statuses_are_not_retried(
     caps: CapabilityStore, status: int, error: type[ProviderError], transport: str
@@ -179,6 +180,7 @@ async def test_fatal_statuses_are_not_retried(
         with pytest.raises(error) as info:
             await m.generate(ask(), step="s")
         assert info.value.attempts == 1 and info.value.status == status
+        assert type(info.value) is error
         await m.aclose()
     finally:
         httpd.shutdown()
@@ -197,8 +199,10 @@ async def test_rate_limit_without_quota_is_fatal_not_retried(caps: CapabilitySto
         "quota", response=resp, body={"error": {"message": "quota", "code": "insufficient_quota"}}
     )
     limit = openai.RateLimitError("slow", response=resp, body={"error": {"message": "slow"}})
-    assert type(_classify_status(quota, structured=False)) is FatalError
-    err = _classify_status(limit, structured=False)
+    url = "http://127.0.0.1/v1"
+    fatal = _classify_status(quota, url, structured=False)
+    assert type(fatal) is EndpointError and fatal.endpoint == url and fatal.status == 429
+    err = _classify_status(limit, url, structured=False)
     assert isinstance(err, RateLimitError) and err.retry_after == 4.0
 
 

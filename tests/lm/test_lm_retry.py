@@ -119,3 +119,28 @@ def test_policy_validation() -> None:
         RetryPolicy(max_attempts=0)
     with pytest.raises(ValueError):
         RetryPolicy(jitter=1.5)
+
+
+async def test_connect_failures_get_fewer_attempts() -> None:
+    clock = Clock()
+
+    def refused() -> TransientError:
+        err = TransientError("cannot connect to http://127.0.0.1:1/v1 (connection refused)")
+        err.connect_failure = True
+        return err
+
+    policy = RetryPolicy(max_attempts=6, max_connect_attempts=3)
+    call, calls = failing([refused() for _ in range(6)])
+    with pytest.raises(TransientError) as info:
+        await retry_call(call, policy, sleep=clock.sleep, clock=clock)
+    assert calls["n"] == 3 and info.value.attempts == 3
+    # A refused connection that comes back (a server restarting) still succeeds.
+    call, calls = failing([refused(), refused()])
+    assert await retry_call(call, policy, sleep=clock.sleep, clock=clock) == ("done", 3)
+    # Other transient errors keep the whole budget.
+    call, calls = failing([TransientError("HTTP 503") for _ in range(6)])
+    with pytest.raises(TransientError):
+        await retry_call(call, policy, sleep=clock.sleep, clock=clock)
+    assert calls["n"] == 6
+    with pytest.raises(ValueError):
+        RetryPolicy(max_connect_attempts=0)

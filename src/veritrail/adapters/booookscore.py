@@ -25,7 +25,6 @@ which is not public): a chain ``S1 → S2 → … → Sn`` with stages 1…n, th
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from enum import StrEnum
@@ -48,10 +47,12 @@ class BooookScoreError(ValueError):
 
 def read_traces(path: str | Path) -> tuple[TraceKind, dict[str, Any]]:
     """Read a trace file and tell which layout it has."""
+    from ..textio import InputError, read_input_json
+
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise BooookScoreError(f"{path}: {exc}") from None
+        doc = read_input_json(path, "BooookScore trace")  # the input rules of every file
+    except InputError as exc:
+        raise BooookScoreError(str(exc)) from None
     if not isinstance(doc, dict) or not doc:
         raise BooookScoreError(f"{path}: expected an object mapping book names to summaries")
     first = next(iter(doc.values()))

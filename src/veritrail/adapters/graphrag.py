@@ -689,8 +689,11 @@ class GlobalSearchCapture(BaseModel):
 
     @classmethod
     def from_file(cls, path: str | Path) -> GlobalSearchCapture:
-        """Read and validate a capture JSON file."""
-        return cls.model_validate_json(Path(path).read_text(encoding="utf-8"))
+        """Read and validate a capture JSON file (`veritrail.textio.InputError` when it cannot
+        be read or is not UTF-8 JSON; pydantic's `ValidationError` when it is not a capture)."""
+        from ..textio import read_input_json
+
+        return cls.model_validate(read_input_json(path, "capture file"))
 
 
 def build_query_dag(index: GraphRagIndex, capture: GlobalSearchCapture) -> Dag:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from ..lm.cache import ResponseCache, default_cache_path
+from ..lm.cache import CacheOpenError, ResponseCache, default_cache_path
+from .common import fail
 
 _cache_option = click.option(
     "--cache",
@@ -30,7 +31,10 @@ def stats(cache_path: Path | None) -> None:
     if not path.exists():
         click.echo(f"{path}: no cache yet")
         return
-    c = ResponseCache(path)
+    try:
+        c = ResponseCache(path)
+    except CacheOpenError as exc:
+        fail(str(exc))
     try:
         s = c.stats()
     finally:
@@ -52,7 +56,10 @@ def clear(cache_path: Path | None, step: str | None) -> None:
     if not path.exists():
         click.echo(f"{path}: no cache yet")
         return
-    c = ResponseCache(path)
+    try:
+        c = ResponseCache(path)
+    except CacheOpenError as exc:
+        fail(str(exc))
     try:
         n = c.clear(step)
     finally:

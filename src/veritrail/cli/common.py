@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import NoReturn
 
 import click
+
+from ..textio import InputError, read_input_text
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -15,9 +16,10 @@ def fail(message: str, code: int = 2) -> NoReturn:
     sys.exit(code)
 
 
-def read_text(path: str) -> str:
-    """A UTF-8 text file's content, or an input error naming the file."""
+def read_text(path: str, what: str = "input file") -> str:
+    """A UTF-8 input text file's content (`veritrail.textio` rules: an optional UTF-8 BOM is
+    dropped; a file that is not UTF-8 is named with the byte and where), or exit 2 naming it."""
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        fail(f"{path}: {exc}")
+        return read_input_text(path, what)
+    except InputError as exc:
+        fail(str(exc))

@@ -35,10 +35,9 @@ def _load_or_exit(file: str, as_json: bool) -> Dag:
             doc = {"file": file, "valid": False, "problems": [p.to_dict() for p in exc.problems]}
             click.echo(json.dumps(doc, ensure_ascii=False, indent=2))
         else:
-            n = len(exc.problems)
-            click.echo(f"INVALID: {file}: {n} problem{'s' if n != 1 else ''}", err=True)
-            for p in exc.problems:
-                click.echo(f"  {p}", err=True)
+            # The same text `verify` prints: a file-level problem on one line, else a header
+            # naming the file and one indented line per problem.
+            click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_INVALID)
 
 

@@ -26,6 +26,8 @@ from ..extraction import (
     extract as run_extraction,
 )
 from ..lm.model import Model
+from ..textio import InputError
+from ..textio import read_input_text as _read_text_file
 from .common import fail as _fail
 
 _CACHE_OFF = ("off", "none", "no", "false", "0")
@@ -84,7 +86,7 @@ def read_input_text(path: str) -> tuple[str, str]:
     if p.suffix.lower() in (".json", ".jsonl"):
         dag = load_dag(p)  # a JSON file that is not a valid DAG is an error, not text
         return dag.node(dag.terminal).text, f"terminal node {dag.terminal!r} of {p}"
-    return p.read_text(encoding="utf-8"), f"text file {p}"
+    return _read_text_file(p, "text file"), f"text file {p}"
 
 
 @click.command("extract")
@@ -148,9 +150,9 @@ def extract(
     """
     try:
         text, described = read_input_text(input_path)
-    except DagValidationError as exc:
+    except (DagValidationError, InputError) as exc:
         _fail(str(exc))
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         _fail(f"{input_path}: {exc}")
     cfg = ExtractionConfig(context_before, context_after, similarity)
     model = open_model(model_name, base_url=base_url, cache=cache, threads=threads)

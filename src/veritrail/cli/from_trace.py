@@ -36,6 +36,12 @@ if TYPE_CHECKING:
 )
 @click.option("--no-fuzzy", is_flag=True, help="Link by containment only.")
 @click.option(
+    "--no-prefilter",
+    is_flag=True,
+    help="Fuzzy-compare every sentence with every generation input, even those that share "
+    "too few distinctive words to match (slower; docs/adapters.md, 'Speed').",
+)
+@click.option(
     "--explain", is_flag=True, help="Also list unmatched spans, fuzzy and ambiguous links."
 )
 def from_trace(
@@ -45,12 +51,14 @@ def from_trace(
     trace_id: str | None,
     threshold: float | None,
     no_fuzzy: bool,
+    no_prefilter: bool,
     explain: bool,
 ) -> None:
     """Build the generation DAG of a traced pipeline run.
 
-    Reads OpenTelemetry spans with OpenInference attributes (OTLP JSON from the collector's file
-    exporter, or opentelemetry-sdk span.to_json() objects) or a Langfuse trace export. Roots are
+    Reads OpenTelemetry spans with OpenInference attributes or the OpenTelemetry GenAI
+    conventions (gen_ai.*, as OpenLLMetry writes them) — OTLP JSON from the collector's file
+    exporter, or opentelemetry-sdk span.to_json() objects — or a Langfuse trace export. Roots are
     the texts that entered the trace (inputs, retrieved documents, tool outputs), nodes are LLM
     generations, and an edge u -> v means u's text is part of the input of the generation that
     wrote v. A trace that gives no valid DAG is rejected with the reason (exit status 2).
@@ -64,7 +72,9 @@ def from_trace(
     except OSError as exc:
         _fail(redact(str(exc)))
     settings = MatchSettings(
-        threshold=threshold if threshold is not None else DEFAULT_THRESHOLD, fuzzy=not no_fuzzy
+        threshold=threshold if threshold is not None else DEFAULT_THRESHOLD,
+        fuzzy=not no_fuzzy,
+        prefilter=not no_prefilter,
     )
     try:
         result = dag_from_trace(trace_file, fmt=fmt, trace_id=trace_id, settings=settings)

@@ -75,10 +75,12 @@ def render_html(report: Mapping[str, Any]) -> str:
 
 
 def write_html(report: Mapping[str, Any], path: str | Path) -> Path:
-    """Render `report` and write it to `path` (UTF-8); returns the path."""
-    p = Path(path)
-    p.write_text(render_html(report), encoding="utf-8")
-    return p
+    """Render `report` and write it to `path` (UTF-8, atomically, every string of the report
+    passed through `redaction.redact_obj`); returns the path."""
+    from ..redaction import redact_obj
+    from ..report import atomic_write_text
+
+    return atomic_write_text(path, render_html(redact_obj(report)))
 
 
 __all__ = ["EXTRA_SECTION_KEYS", "embed_json", "render_html", "write_html"]

@@ -16,6 +16,18 @@
   function fmtInt(n) { return Number(n || 0).toLocaleString('en-US'); }
   function fmtUsd(x) { return '$' + Number(x || 0).toFixed(x >= 1 ? 2 : 4); }
   function pct(x) { return (100 * Number(x || 0)).toFixed(1) + '%'; }
+  // Ids, paths and other short labels from the data are shown with their bidirectional
+  // embedding/override/isolate controls made visible ("[U+202E]"): such a character would
+  // otherwise reverse the text that follows it on the line. Longer texts (claims, node text,
+  // reasoning) keep their characters but sit in isolated elements (<bdi>, and unicode-bidi:
+  // isolate in report.css), so a control inside them cannot reach past their end.
+  var BIDI_CONTROLS = /[\u202A-\u202E\u2066-\u2069\u200E\u200F\u061C]/g;
+  function showId(s) {
+    return String(s == null ? '' : s).replace(BIDI_CONTROLS, function (ch) {
+      return '[U+' + ch.charCodeAt(0).toString(16).toUpperCase() + ']';
+    });
+  }
+  function showIds(list, sep) { return (list || []).map(showId).join(sep); }
 
   // el('div', {class: 'x', text: 'y'}, child...): children may be nodes or strings (Text nodes).
   function el(tag, attrs) {
@@ -24,6 +36,8 @@
     for (var i = 2; i < arguments.length; i++) {
       var c = arguments[i];
       if (c == null) continue;
+      // A string child is data next to other content: isolate it in its own <bdi>.
+      if (typeof c === 'string') { var b = document.createElement('bdi'); b.textContent = c; c = b; }
       e.append(c);
     }
     return e;
@@ -63,7 +77,7 @@
     var meta = el('div', { class: 'meta' },
       el('span', { text: 'model ' + (DATA.model || '?') }),
       el('span', { text: fmtInt(claims.length) + ' claims' }),
-      el('span', { text: 'DAG ' + (dag.path || '(in memory)') + ', ' + fmtInt(dag.nodes) + ' nodes, ' + (dag.max_stage || '?') + ' stages' }),
+      el('span', { text: 'DAG ' + showId(dag.path || '(in memory)') + ', ' + fmtInt(dag.nodes) + ' nodes, ' + (dag.max_stage || '?') + ' stages' }),
       DATA.config && DATA.config.q != null ? el('span', { text: 'q = ' + DATA.config.q }) : null,
       DATA.run && DATA.run.finished ? el('span', { text: 'finished ' + DATA.run.finished }) : null,
       DATA.run && DATA.run.partial ? el('span', { class: 'partial', text: 'PARTIAL: ' + claims.length + ' of ' + DATA.run.claims_total + ' claims finished' }) : null);
@@ -92,20 +106,36 @@
     sec.append(grid);
   }
 
+  // Stages drawn one bar each up to this many; a deeper DAG (a 200,000-stage chain) shows the
+  // stages with the most claims and says how many more there are.
+  var MAX_STAGE_BARS = 30;
+  function chartStages(counts, max) {
+    if (max <= MAX_STAGE_BARS) {
+      var all = [];
+      for (var k = 1; k <= max; k++) all.push(k);
+      return { stages: all, more: 0 };
+    }
+    var hit = Object.keys(counts).map(Number).filter(function (k) { return Number(counts[String(k)]) > 0; });
+    hit.sort(function (a, b) { return (Number(counts[String(b)]) - Number(counts[String(a)])) || (a - b); });
+    var top = hit.slice(0, MAX_STAGE_BARS).sort(function (a, b) { return a - b; });
+    return { stages: top, more: max - top.length };
+  }
+
   function errorStageChart(s) {
     var box = el('div', { class: 'box', id: 'vt-stage-chart' }, el('h3', { text: 'Error stages' }));
     var max = Number(dag.max_stage || 1);
     var counts = s.error_stages || {};
+    var shown = chartStages(counts, max);
     var top = 0;
-    for (var st = 1; st <= max; st++) top = Math.max(top, Number(counts[String(st)] || 0));
-    var bw = 34, gap = 10, h = 90, W = max * (bw + gap) + 30, H = h + 36;
+    shown.stages.forEach(function (st) { top = Math.max(top, Number(counts[String(st)] || 0)); });
+    var bw = 34, gap = 10, h = 90, W = Math.max(1, shown.stages.length) * (bw + gap) + 30, H = h + 36;
     var g = sv('svg', { class: 'bars', width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, role: 'img',
       'aria-label': 'claims attributed to each error stage' });
     g.append(sv('line', { class: 'axis', x1: 20, y1: h + 12, x2: W, y2: h + 12 }));
-    for (var k = 1; k <= max; k++) {
+    shown.stages.forEach(function (k, i) {
       var n = Number(counts[String(k)] || 0);
       var bh = top ? Math.round(h * n / top) : 0;
-      var x = 24 + (k - 1) * (bw + gap);
+      var x = 24 + i * (bw + gap);
       var r = sv('rect', { class: 'bar', x: x, y: h + 12 - bh, width: bw, height: bh, 'data-stage': k });
       var tt = sv('title'); tt.textContent = 'stage ' + k + ': ' + n + ' claims';
       r.append(tt);
@@ -113,8 +143,9 @@
       var lab = sv('text', { x: x + bw / 2, y: h + 26, 'text-anchor': 'middle' }); lab.textContent = String(k);
       var val = sv('text', { x: x + bw / 2, y: h + 8 - bh, 'text-anchor': 'middle' }); val.textContent = n ? String(n) : '';
       g.append(lab, val);
-    }
+    });
     box.append(g);
+    if (shown.more) box.append(el('div', { class: 'note stage-more', text: fmtInt(shown.more) + ' more stages (not shown: fewer or no claims)' }));
     var noStage = claims.filter(function (c) { return c.error_stage_status === 'not_identifiable'; }).length;
     box.append(el('div', { class: 'note', text: 'stage (1 = sources) · not identifiable: ' + noStage }));
     return box;
@@ -168,7 +199,16 @@
     });
     var sel = el('select', { id: 'vt-stage-filter', 'aria-label': 'error stage filter' });
     sel.append(el('option', { value: 'any', text: 'any error stage' }));
-    for (var k = 1; k <= Number(dag.max_stage || 0); k++) sel.append(el('option', { value: String(k), text: 'error stage ' + k }));
+    // One option per stage, or, for a very deep DAG, per stage that some claim is attributed to.
+    var stageOpts = [];
+    var maxStage = Number(dag.max_stage || 0);
+    if (maxStage <= MAX_STAGE_BARS) { for (var k = 1; k <= maxStage; k++) stageOpts.push(k); }
+    else {
+      var seen = {};
+      claims.forEach(function (c) { (c.error_stages || []).forEach(function (st) { seen[st] = 1; }); });
+      stageOpts = Object.keys(seen).map(Number).sort(function (a, b) { return a - b; });
+    }
+    stageOpts.forEach(function (k) { sel.append(el('option', { value: String(k), text: 'error stage ' + k })); });
     sel.append(el('option', { value: 'none', text: 'no identifiable stage' }));
     sel.addEventListener('change', function () { state.stage = sel.value; applyFilters(); });
     var q = el('input', { type: 'search', id: 'vt-search', placeholder: 'Search claims, reasoning, evidence, node ids' });
@@ -193,7 +233,7 @@
     card.append(
       el('div', { class: 'head' },
         el('span', { class: 'badge ' + cls, text: vlabel(c.verdict) }),
-        el('span', { class: 'mono', text: c.id }),
+        el('span', { class: 'mono', text: showId(c.id) }),
         el('span', { class: 'badge plain', text: c.termination }),
         c.score != null ? el('span', { class: 'badge plain', text: 'score ' + Number(c.score).toFixed(2) }) : null),
       el('div', { class: 'claim-text', text: c.text }),
@@ -215,12 +255,12 @@
     if ((c.provenance || []).length) {
       det.append(el('h4', { text: 'Provenance' }));
       c.provenance.forEach(function (p) {
-        det.append(el('div', { class: 'path', text: [dag.terminal].concat(p).join(' \u2190 ') }));
+        det.append(el('div', { class: 'path', text: showIds([dag.terminal].concat(p), ' \u2190 ') }));
       });
     }
     if ((c.issues || []).length) {
       var iu = el('ul');
-      c.issues.forEach(function (i) { iu.append(el('li', null, el('span', { class: 'nid', text: i.kind }), i.detail)); });
+      c.issues.forEach(function (i) { iu.append(el('li', null, el('span', { class: 'nid', text: showId(i.kind) }), i.detail)); });
       det.append(el('h4', { text: 'Issues' }), iu);
     }
     card.append(det);
@@ -238,22 +278,22 @@
       'Iteration ' + it.index + ': ',
       el('span', { class: 'badge ' + vclass(it.verdict), text: it.verdict }),
       it.verdict_called_lm ? null : el('span', { class: 'note', text: ' (no evidence: no model call)' })));
-    b.append(el('div', { class: 'note', text: 'checked: ' + (it.nodes_checked.join(', ') || '-') +
-      (it.carried_roots.length ? ' · carried roots: ' + it.carried_roots.join(', ') : '') +
-      ' · evidence from: ' + (it.nodes_with_evidence.join(', ') || '-') }));
+    b.append(el('div', { class: 'note', text: 'checked: ' + (showIds(it.nodes_checked, ', ') || '-') +
+      (it.carried_roots.length ? ' · carried roots: ' + showIds(it.carried_roots, ', ') : '') +
+      ' · evidence from: ' + (showIds(it.nodes_with_evidence, ', ') || '-') }));
     if (it.evidence.length) {
       var ul = el('ul', { class: 'ev' });
       it.evidence.forEach(function (e) {
-        var chip = el('span', { class: 'nid link', title: 'show node ' + e.node_id + ' in the DAG', text: e.node_id + ' #' + e.sentence_index });
+        var chip = el('span', { class: 'nid link', title: 'show node ' + showId(e.node_id) + ' in the DAG', text: showId(e.node_id) + ' #' + e.sentence_index });
         chip.addEventListener('click', function () { focusNode(e.node_id); });
         ul.append(el('li', null, chip, el('q', { text: e.text })));
       });
       b.append(ul);
     }
     it.summaries.forEach(function (s) {
-      b.append(el('blockquote', { class: 'sum' }, el('span', { class: 'nid', text: s.node_ids.join(', ') }), s.text));
+      b.append(el('blockquote', { class: 'sum' }, el('span', { class: 'nid', text: showIds(s.node_ids, ', ') }), s.text));
     });
-    if (it.dropped_ids.length) b.append(el('div', { class: 'note', text: 'ids dropped (not in the prompt): ' + it.dropped_ids.join(', ') }));
+    if (it.dropped_ids.length) b.append(el('div', { class: 'note', text: 'ids dropped (not in the prompt): ' + showIds(it.dropped_ids, ', ') }));
     if (it.compression_reruns) b.append(el('div', { class: 'note', text: 'evidence compressed ' + it.compression_reruns + 'x' + (it.evidence_truncated ? ', then truncated' : '') }));
     b.append(el('div', { class: 'note', text: it.reasoning ? 'verdict reasoning: ' + it.reasoning : '' }));
     return b;
@@ -370,10 +410,11 @@
       var p = pos[n.id];
       var grp = sv('g', { class: 'node' + (n.id === dag.terminal ? ' terminal' : ''), 'data-node-id': n.id,
         transform: 'translate(' + p.x + ',' + p.y + ')' });
-      var t = sv('title'); t.textContent = n.id + ' (stage ' + n.stage + (n.is_root ? ', source' : '') + ')';
+      var t = sv('title'); t.textContent = showId(n.id) + ' (stage ' + n.stage + (n.is_root ? ', source' : '') + ')';
       grp.append(t, sv('circle', { r: 6 }));
       var label = sv('text', { x: 10, y: 3.5 });
-      label.textContent = n.id.length > 14 ? n.id.slice(0, 13) + '\u2026' : n.id;
+      var shown = showId(n.id);
+      label.textContent = shown.length > 14 ? shown.slice(0, 13) + '\u2026' : shown;
       grp.append(label);
       grp.addEventListener('click', function () { showNode(n.id); });
       nodeEls[n.id] = grp;
@@ -450,7 +491,7 @@
     Object.keys(nodeEls).forEach(function (k) { nodeEls[k].classList.toggle('focus', k === id); });
     state.focusNode = id;
     if (!n) return;
-    box.append(el('h3', null, el('span', { class: 'nid', text: n.id }), 'stage ' + n.stage + (n.is_root ? ' \u00b7 source text' : '') +
+    box.append(el('h3', null, el('span', { class: 'nid', text: showId(n.id) }), 'stage ' + n.stage + (n.is_root ? ' \u00b7 source text' : '') +
       ' \u00b7 ' + n.n_sources + ' sources'));
     box.append(el('div', { class: 'preview', text: n.preview + (n.preview.length >= 300 ? ' \u2026' : '') }));
     var c = state.selected ? claimById[state.selected] : null;
@@ -461,7 +502,7 @@
           if (e.node_id === id) ul.append(el('li', null, el('span', { class: 'nid', text: 'iteration ' + it.index + ' #' + e.sentence_index }), el('q', { text: e.text })));
         });
       });
-      if (ul.childNodes.length) box.append(el('h4', { text: 'Evidence for ' + c.id }), ul);
+      if (ul.childNodes.length) box.append(el('h4', { text: 'Evidence for ' + showId(c.id) }), ul);
     }
   }
 
@@ -506,7 +547,7 @@
     if (v.tree_error) section.append(el('div', { class: 'error-text', text: 'tree: ' + v.tree_error }));
     function pathItem(p) {
       var li = el('li', { class: 'g2l-path ' + (p.supported === false ? 'nfs' : p.supported ? 'fs' : 'err') },
-        el('span', { class: 'path', text: (p.path || []).join(' \u203a ') }));
+        el('span', { class: 'path', text: showIds(p.path, ' \u203a ') }));
       if (p.reason) li.append(el('div', { class: 'note', text: p.reason }));
       if (p.chunk != null) li.append(el('div', { class: 'note', text: 'reference chunk ' + p.chunk }));
       if (p.error) li.append(el('div', { class: 'error-text', text: p.error }));
@@ -549,7 +590,7 @@
         var ul = el('ul', { class: 'ev' });
         edges.forEach(function (e) {
           var src = textOf[e.source] || {};
-          ul.append(el('li', null, el('span', { class: 'nid', text: (src.kind || '?') + ' ' + e.source + ' \u00b7 ' + Number(e.weight).toFixed(3) }), src.text || ''));
+          ul.append(el('li', null, el('span', { class: 'nid', text: (src.kind || '?') + ' ' + showId(e.source) + ' \u00b7 ' + Number(e.weight).toFixed(3) }), src.text || ''));
         });
         table.append(el('tr', { class: 'sirg-edges' }, el('td'), el('td', { colspan: 2 }, el('div', { class: 'note', text: 'strongest sources:' }), ul)));
       }

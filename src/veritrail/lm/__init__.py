@@ -5,6 +5,7 @@ only when used, so importing this package does not load the `openai` SDK or llam
 """
 
 from .base import (
+    EndpointError,
     FatalError,
     GenerateConfig,
     Message,
@@ -26,6 +27,7 @@ from .retry import RetryPolicy
 __all__ = [
     "DEFAULT_MODEL",
     "CallEvent",
+    "EndpointError",
     "FakeProvider",
     "FatalError",
     "GenerateConfig",

@@ -51,17 +51,29 @@ class ModelOutput:
 
 
 class ProviderError(Exception):
-    """Base class of classified provider failures. `retry_after` is seconds, when the server said."""
+    """Base class of classified provider failures. `retry_after` is seconds, when the server said.
+
+    `cause` is a short, redacted description of what went wrong that names the endpoint and the
+    kind of failure, e.g. ``cannot connect to http://127.0.0.1:8011/v1 (connection refused)``. It
+    carries nothing specific to one request, so every claim that hits the same failure gets the
+    same text and a summary can group claims by it. Defaults to the message.
+    """
 
     attempts: int = 1
     """Calls made before this error was given up on (set by the retry loop)."""
 
     def __init__(
-        self, message: str, *, retry_after: float | None = None, status: int | None = None
+        self,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        status: int | None = None,
+        cause: str | None = None,
     ):
         super().__init__(message)
         self.retry_after = retry_after
         self.status = status
+        self.cause: str = cause if cause is not None else message
 
 
 class RateLimitError(ProviderError):
@@ -69,11 +81,36 @@ class RateLimitError(ProviderError):
 
 
 class TransientError(ProviderError):
-    """5xx, connection reset, timeout: retry."""
+    """5xx, connection refused or reset, DNS failure, timeout: retry."""
+
+    connect_failure: bool = False
+    """True when no connection could be made at all (refused, DNS): the retry policy gives these
+    fewer attempts (`RetryPolicy.max_connect_attempts`)."""
 
 
 class FatalError(ProviderError):
     """Bad request, auth failure, unknown model: never retried."""
+
+
+class EndpointError(FatalError):
+    """A failure no other call to the same endpoint can avoid: HTTP 401/403, 404 (unknown model
+    or route), a 429 `insufficient_quota`, a malformed base URL.
+
+    `Model` remembers the first one it sees (`Model.fatal`) and raises it again for every later
+    call without sending a request; a run stops starting new claims. `endpoint` is the base URL
+    with credentials removed; `status` the HTTP status (None for a malformed URL).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        endpoint: str,
+        status: int | None = None,
+        cause: str | None = None,
+    ):
+        super().__init__(message, status=status, cause=cause)
+        self.endpoint = endpoint
 
 
 class UnsupportedFormatError(FatalError):

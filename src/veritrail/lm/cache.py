@@ -13,6 +13,11 @@ changes meaning. Values are the reply text and token counts only.
 
 The file is safe to share between processes (WAL journal, busy timeout); writes are serialised
 within a process by a lock, since the wrapper calls it from many tasks.
+
+A cache that cannot be used (its directory cannot be created, the path is under a regular file or
+is a directory, the file is not an SQLite database, the location is read-only) is refused when it
+is opened, with a `CacheOpenError` — a `ValueError`, so the CLI turns it into `error: ...` and exit
+2 before any model call.
 """
 
 from __future__ import annotations
@@ -46,6 +51,10 @@ CREATE TABLE IF NOT EXISTS responses (
 );
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+
+
+class CacheOpenError(ValueError):
+    """The cache file cannot be created, opened or written; the message names it and the cause."""
 
 
 def default_cache_path() -> Path:
@@ -112,23 +121,49 @@ class ResponseCache:
 
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path is not None else default_cache_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
-        with self._lock:
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            # With WAL, NORMAL still survives a killed process (what resumable runs need); only a
-            # power loss can drop the last commits. FULL fsyncs every put (~7 ms on this machine),
-            # which dominated the event loop at high concurrency (benchmarks/bench_schedule.py).
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.executescript(_SCHEMA)
-            self._conn.execute(
-                "INSERT OR IGNORE INTO meta(name, value) VALUES ('key_version', ?)",
-                (str(CACHE_KEY_VERSION),),
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            above = next((p for p in self.path.parents if p.exists()), None)
+            why = (
+                f"{above} is a file, not a directory"
+                if above is not None and not above.is_dir()
+                else f"cannot create its directory ({exc.strerror or exc})"
             )
-            self._conn.commit()
+            raise self._unusable(why) from None
+        if self.path.is_dir():
+            raise self._unusable("it is a directory")
+        try:
+            self._conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise self._unusable(str(exc)) from None
+        try:
+            with self._lock:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                # With WAL, NORMAL still survives a killed process (what resumable runs need);
+                # only a power loss can drop the last commits. FULL fsyncs every put (~7 ms on
+                # this machine), which dominated the event loop at high concurrency
+                # (benchmarks/bench_schedule.py).
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._conn.executescript(_SCHEMA)
+                # A write now, so a read-only location fails here and not at the first reply.
+                self._conn.execute(
+                    "INSERT OR IGNORE INTO meta(name, value) VALUES ('key_version', ?)",
+                    (str(CACHE_KEY_VERSION),),
+                )
+                self._conn.commit()
+        except sqlite3.Error as exc:
+            self._conn.close()
+            raise self._unusable(str(exc)) from None
         self.hits = 0
         self.misses = 0
+
+    def _unusable(self, why: str) -> CacheOpenError:
+        return CacheOpenError(
+            f"cannot use the model cache {self.path}: {why}; choose another file with "
+            "--cache PATH (or VERITRAIL_CACHE_DIR), or turn the cache off with --cache off"
+        )
 
     def get(self, namespace: str, key: str) -> ModelOutput | None:
         """The stored reply, or None."""
@@ -195,6 +230,7 @@ class ResponseCache:
 
 __all__ = [
     "CACHE_KEY_VERSION",
+    "CacheOpenError",
     "CacheStats",
     "NamespaceStats",
     "ResponseCache",

@@ -6,7 +6,9 @@ Order (documented in docs/models.md): cache → retries → concurrency limit �
    `cached=True`, counted as a call and as a cached call, with its tokens and zero dollars.
 2. **Retries**: a miss goes through `lm.retry.retry_call` (classified, backoff with jitter,
    `Retry-After`, bounded); a request that still fails raises its `ProviderError`, which the
-   loop records against the claim (`termination: error`).
+   loop records against the claim (`termination: error`). The first `EndpointError` (401/403,
+   unknown model, no quota, malformed URL) is remembered in `Model.fatal`: every later call
+   raises it again at once, sending nothing and reading no cache.
 3. **Concurrency**: each attempt holds one slot of a semaphore shared by every claim that uses
    this `Model` (waits between retries do not hold a slot).
 4. **Call**: the provider does the transport only.
@@ -30,7 +32,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 from ..records import StepCost
+from ..redaction import redact
 from .base import (
+    EndpointError,
     GenerateConfig,
     Message,
     ModelOutput,
@@ -48,6 +52,36 @@ from .retry import RetryEvent, RetryPolicy, retry_call
 T = TypeVar("T")
 
 log = logging.getLogger("veritrail.lm")
+
+DEFAULT_MAX_REASKS = 3
+"""Re-asks `generate_json` makes after an unreadable reply, by default."""
+
+REASK_TEMPERATURE_STEP = 0.2
+"""Each re-ask raises the temperature by this much over the previous try ..."""
+REASK_TEMPERATURE_CAP = 1.0
+"""... up to this (a request that already asked for more keeps its own temperature)."""
+
+_EXCERPT = 120
+"""Characters of a bad reply quoted in `StructuredResult.unreadable`."""
+
+
+def reask_temperature(base: float, reask: int) -> float:
+    """The temperature of re-ask number `reask` (1-based; 0 = the first try) after a request at
+    `base`: `base + 0.2 * reask`, capped at 1.0 but never below `base`. A deterministic model at
+    temperature 0 would otherwise repeat the very reply it could not get right."""
+    if reask <= 0:
+        return base
+    # Rounded: 0.7 + 0.2 is 0.8999999999999999 in floating point, and the value is sent as is.
+    return max(base, min(REASK_TEMPERATURE_CAP, round(base + REASK_TEMPERATURE_STEP * reask, 6)))
+
+
+def _unreadable_note(attempt: int, error: str, raw: str) -> str:
+    excerpt = raw.strip()
+    if len(excerpt) > _EXCERPT:
+        excerpt = excerpt[:_EXCERPT] + "…"
+    shown = repr(excerpt) if excerpt else "(empty reply)"
+    return redact(f"try {attempt}: {error}; reply: {shown}")
+
 
 _current_claim: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "veritrail_claim", default=None
@@ -94,6 +128,10 @@ class StructuredResult(Generic[T]):
     """The output mode the final attempt used (after any fallback)."""
     cached: bool = False
     """True when every attempt was answered from the cache."""
+    unreadable: tuple[str, ...] = ()
+    """One redacted line per unreadable reply seen during this call (the parse or validation
+    error and a short excerpt of the raw reply), including replies that a later re-ask made
+    good; the caller records them as issues on the claim."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +211,8 @@ class Model:
     Args:
         provider: the transport (`lm.openai.OpenAIProvider`, `lm.local.LocalProvider`,
             `lm.fake.FakeProvider`, ...).
-        max_reasks: extra calls `generate_json` makes after an unreadable reply.
+        max_reasks: extra calls `generate_json` makes after an unreadable reply (default 3;
+            each at a higher temperature, see `reask_temperature`).
         cache: a `ResponseCache`, or None for no caching.
         retry: the retry policy (default `RetryPolicy()`).
         concurrency: calls in flight at once through this model, over all claims (default 8).
@@ -187,7 +226,7 @@ class Model:
         self,
         provider: Provider,
         *,
-        max_reasks: int = 1,
+        max_reasks: int = DEFAULT_MAX_REASKS,
         cache: ResponseCache | None = None,
         retry: RetryPolicy | None = None,
         concurrency: int = 8,
@@ -197,6 +236,8 @@ class Model:
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
+        if max_reasks < 0:
+            raise ValueError("max_reasks must be >= 0")
         self.provider = provider
         self.usage = Usage()
         self.max_reasks = max_reasks
@@ -208,14 +249,18 @@ class Model:
         self.on_call = on_call
         self.stats = TransportStats()
         self.notes: list[str] = []
-        """Plain-language remarks for the report (unknown price, format fallbacks)."""
+        """Plain-language remarks for the report (unknown price, format fallbacks); redacted."""
+        self.fatal: EndpointError | None = None
+        """The first `EndpointError` a call hit; once set, every call raises it at once."""
         self._sem: asyncio.Semaphore | None = None
         self._sem_loop: asyncio.AbstractEventLoop | None = None
         price = self.prices.lookup(provider.name, provider.model)
         if price is None:
             self.notes.append(
-                f"no price known for {self.name}; dollar costs are shown as 0 "
-                "(add it with a price file, see docs/models.md)"
+                redact(
+                    f"no price known for {self.name}; dollar costs are shown as 0 "
+                    "(add it with a price file, see docs/models.md)"
+                )
             )
         self._price = price
 
@@ -249,7 +294,10 @@ class Model:
     async def generate(
         self, messages: Sequence[Message], config: GenerateConfig | None = None, *, step: str
     ) -> Generation:
-        """Make one call (or answer from cache). Raises `ProviderError` when retries are exhausted."""
+        """Make one call (or answer from cache). Raises `ProviderError` when retries are exhausted,
+        and `Model.fatal` at once, before the cache, once an `EndpointError` was seen."""
+        if self.fatal is not None:
+            raise self.fatal
         cfg = config or GenerateConfig()
         claim = current_claim()
         key: str | None = None
@@ -277,6 +325,9 @@ class Model:
 
         async def attempt() -> ModelOutput:
             async with self._semaphore():
+                # Calls queued for a slot when the endpoint failed fatally send nothing either.
+                if self.fatal is not None:
+                    raise self.fatal
                 self.stats.requests += 1
                 return await self.provider.generate(messages, cfg)
 
@@ -284,7 +335,11 @@ class Model:
             self.stats.retries += 1
             self.stats.errors[type(ev.error).__name__] += 1
             log.info(
-                "%s: %s on attempt %d, retrying in %.2fs", self.name, ev.error, ev.attempt, ev.wait
+                "%s: %s on attempt %d, retrying in %.2fs",
+                self.name,
+                redact(str(ev.error)),
+                ev.attempt,
+                ev.wait,
             )
 
         try:
@@ -292,9 +347,19 @@ class Model:
         except ProviderError as exc:
             self.stats.failures += 1
             self.stats.errors[type(exc).__name__] += 1
+            if isinstance(exc, EndpointError) and self.fatal is None:
+                self.fatal = exc
+                log.info("%s: %s; no further calls are sent", self.name, redact(exc.cause))
             self._notify(
                 CallEvent(
-                    step, claim, False, exc.attempts, 0, 0, 0.0, f"{type(exc).__name__}: {exc}"
+                    step,
+                    claim,
+                    False,
+                    exc.attempts,
+                    0,
+                    0,
+                    0.0,
+                    redact(f"{type(exc).__name__}: {exc}"),
                 )
             )
             raise
@@ -344,7 +409,9 @@ class Model:
                 nxt = self.capabilities.downgrade(self.endpoint, fmt)
                 self.stats.format_fallbacks += 1
                 # The model name, not the endpoint: a base URL may carry credentials.
-                note = f"{self.name} rejected response_format {fmt.value}; using {nxt.value}"
+                note = redact(
+                    f"{self.name} rejected response_format {fmt.value}; using {nxt.value}"
+                )
                 if note not in self.notes:
                     self.notes.append(note)
                     print(f"veritrail: {note}", file=sys.stderr)
@@ -362,8 +429,12 @@ class Model:
         """Ask for JSON matching `schema`, parse tolerantly, validate; re-ask within a bound.
 
         The best output mode the endpoint supports is used (json_schema → json_object → text,
-        detected once per endpoint). A reply that still cannot be read after `max_reasks`
-        re-asks is returned as a `StructuredResult` with `error` set and the raw reply kept,
+        detected once per endpoint). A reply is read strictly first, then repaired
+        (`lm.jsonparse.parse_json_reply`); the value must still pass `validate`. A reply that
+        cannot be read is answered with a re-ask that quotes the error, at a higher temperature
+        each time (`reask_temperature`), up to `max_reasks` re-asks; every unreadable reply is
+        listed in `StructuredResult.unreadable`, also when a later re-ask succeeds. Only when
+        every try fails is the result returned with `error` set and the last raw reply kept,
         never raised. Provider failures (after retries) do raise `ProviderError`.
         """
         base = config or GenerateConfig()
@@ -371,26 +442,34 @@ class Model:
         raw, error = "", "no attempt"
         fmt: ResponseFormat | None = None
         all_cached = True
+        notes: list[str] = []
         for attempt in range(1, self.max_reasks + 2):
-            gen, fmt = await self._generate_structured(msgs, schema, base, step)
+            cfg = replace(base, temperature=reask_temperature(base.temperature, attempt - 1))
+            gen, fmt = await self._generate_structured(msgs, schema, cfg, step)
             all_cached = all_cached and gen.cached
             raw = gen.text
             try:
                 value = validate(parse_json_reply(raw))
-                return StructuredResult(value, raw, None, attempt, fmt, all_cached)
+                return StructuredResult(value, raw, None, attempt, fmt, all_cached, tuple(notes))
             except (JsonReplyError, ValueError, TypeError, KeyError) as exc:
-                error = f"{type(exc).__name__}: {exc}"
+                error = redact(f"{type(exc).__name__}: {exc}")
+            notes.append(_unreadable_note(attempt, error, raw))
+            from ..prompting import fence  # prompting imports lm.base: no cycle at call time
+
             msgs = [
                 *messages,
                 Message("assistant", raw),
                 Message(
                     "user",
-                    "That reply could not be read: "
-                    + error[:300]
+                    # The error can quote the reply (untrusted): it goes in fenced.
+                    "That reply could not be read:\n"
+                    + fence(error[:300], "error")
                     + "\nAnswer again with only the JSON object that matches the requested format.",
                 ),
             ]
-        return StructuredResult(None, raw, error, self.max_reasks + 1, fmt, all_cached)
+        return StructuredResult(
+            None, raw, error, self.max_reasks + 1, fmt, all_cached, tuple(notes)
+        )
 
     async def aclose(self) -> None:
         """Close the provider. The cache stays open: it may be shared with other models."""
@@ -398,6 +477,7 @@ class Model:
 
 
 __all__ = [
+    "DEFAULT_MAX_REASKS",
     "CallEvent",
     "Generation",
     "Model",
@@ -407,5 +487,6 @@ __all__ = [
     "Usage",
     "claim_scope",
     "current_claim",
+    "reask_temperature",
     "schema_instruction",
 ]

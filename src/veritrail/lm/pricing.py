@@ -13,7 +13,6 @@ with no price costs 0 dollars and leaves a note, so a report never shows a made-
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -63,14 +62,16 @@ class PriceTable:
     @classmethod
     def from_file(cls, path: str | Path) -> PriceTable:
         """Built-in prices updated with a JSON file `{name: {"input": x, "output": y}}`."""
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        from ..textio import read_input_json  # UTF-8/BOM/nesting rules of every input file
+
+        data = read_input_json(path, "price file")  # InputError is a ValueError
         if not isinstance(data, dict):
             raise ValueError(f"{path}: a price file is a JSON object of name -> price")
         out: dict[str, Price] = {}
         for name, entry in data.items():
             try:
                 out[str(name)] = Price(float(entry["input"]), float(entry["output"]))
-            except (TypeError, KeyError, ValueError) as exc:
+            except (TypeError, KeyError, ValueError, OverflowError) as exc:
                 raise ValueError(
                     f"{path}: price of {name!r} needs numeric 'input' and 'output'"
                 ) from exc

@@ -6,6 +6,11 @@ embedded llama.cpp model), `fake/<name>` (the scripted provider). Others can be 
 
 With no name given, `VERITRAIL_MODEL` is used, else `DEFAULT_MODEL` (the embedded model, so a
 fresh install runs with no key; it is for trying the tool, not for real verdicts).
+
+Retry pacing can be set from the environment when no `retry=` policy is given (used by tests and
+CI to keep fault runs short): `VERITRAIL_RETRY_BASE_DELAY` (seconds before the first retry,
+doubled each retry; also caps the floor of the wait after a 429 without `Retry-After`) and
+`VERITRAIL_RETRY_MAX_ATTEMPTS` (calls in total, the first included).
 """
 
 from __future__ import annotations
@@ -13,13 +18,14 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from .base import Provider
 from .cache import ResponseCache
-from .model import Model
+from .model import DEFAULT_MAX_REASKS, Model
 from .pricing import PriceTable
 from .retry import RetryPolicy
 
@@ -33,6 +39,44 @@ _PROVIDERS: dict[str, str | ProviderFactory] = {
     "local": "veritrail.lm.local:LocalProvider",
     "fake": "veritrail.lm.registry:_fake",
 }
+
+
+RETRY_ENV = ("VERITRAIL_RETRY_BASE_DELAY", "VERITRAIL_RETRY_MAX_ATTEMPTS")
+"""Environment variables that adjust the default retry policy."""
+
+
+def retry_policy_from_env(environ: Mapping[str, str] | None = None) -> RetryPolicy:
+    """The default `RetryPolicy`, with `VERITRAIL_RETRY_BASE_DELAY` and
+    `VERITRAIL_RETRY_MAX_ATTEMPTS` applied when set. A bad value raises `ValueError` naming it."""
+    env = os.environ if environ is None else environ
+    policy = RetryPolicy()
+    raw_delay = (env.get("VERITRAIL_RETRY_BASE_DELAY") or "").strip()
+    if raw_delay:
+        try:
+            delay = float(raw_delay)
+        except ValueError:
+            delay = -1.0
+        if not delay >= 0:  # also rejects nan
+            raise ValueError(
+                f"VERITRAIL_RETRY_BASE_DELAY must be a number of seconds >= 0, got {raw_delay!r}"
+            )
+        policy = replace(
+            policy,
+            base_delay=delay,
+            rate_limit_min_delay=min(policy.rate_limit_min_delay, delay),
+        )
+    raw_attempts = (env.get("VERITRAIL_RETRY_MAX_ATTEMPTS") or "").strip()
+    if raw_attempts:
+        try:
+            attempts = int(raw_attempts)
+        except ValueError:
+            attempts = 0
+        if attempts < 1:
+            raise ValueError(
+                f"VERITRAIL_RETRY_MAX_ATTEMPTS must be a whole number >= 1, got {raw_attempts!r}"
+            )
+        policy = replace(policy, max_attempts=attempts)
+    return policy
 
 
 def _fake(model: str, **options: Any) -> Provider:
@@ -124,11 +168,13 @@ def get_model(
             `VERITRAIL_CACHE=0` turns the default off.
         concurrency: calls in flight at once (default 8; the embedded model defaults to 1, as
             llama.cpp on CPU answers one request at a time and queued ones would time out).
-        retry: the retry policy.
+        retry: the retry policy (default: `retry_policy_from_env()`).
         prices: a `PriceTable` or a JSON price file (default: built-in + `VERITRAIL_PRICES`).
-        max_reasks: re-asks after an unreadable structured reply (default 1).
+        max_reasks: re-asks after an unreadable structured reply (default 3; each at a higher
+            temperature, see `lm.model.reask_temperature`).
         options: provider options (see `get_provider`).
     """
+    policy = retry if retry is not None else retry_policy_from_env()
     provider = get_provider(name, **options)
     if cache is True:
         the_cache: ResponseCache | None = (
@@ -146,9 +192,9 @@ def get_model(
         provider,
         cache=the_cache,
         concurrency=concurrency or default_conc,
-        retry=retry,
+        retry=policy,
         prices=table,
-        max_reasks=1 if max_reasks is None else max_reasks,
+        max_reasks=DEFAULT_MAX_REASKS if max_reasks is None else max_reasks,
     )
 
 
@@ -160,5 +206,6 @@ __all__ = [
     "providers",
     "register_provider",
     "resolve_name",
+    "retry_policy_from_env",
     "split_name",
 ]

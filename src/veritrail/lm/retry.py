@@ -6,6 +6,11 @@ gave one, else `base_delay * 2**(attempt-1)` capped at `max_delay`, minus up to 
 random (so many clients that failed together do not retry together). Retries stop after
 `max_attempts` calls or when the next wait would pass `max_total_seconds` since the first call;
 the last error then propagates to the caller, which records it against the claim.
+
+A call that could not connect at all (connection refused, DNS failure:
+`TransientError.connect_failure`) is retried too, since a local server may be starting or
+restarting, but only up to `max_connect_attempts` calls (about 3 s with the default pacing), so a
+wrong port or host name fails fast instead of spending the whole retry budget.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from .base import FatalError, ProviderError, RateLimitError
+from .base import FatalError, ProviderError, RateLimitError, TransientError
 
 T = TypeVar("T")
 
@@ -38,10 +43,16 @@ class RetryPolicy:
     """Fraction of a computed wait that is randomly taken off (0 = none)."""
     rate_limit_min_delay: float = 1.0
     """Floor of the wait after a 429 that named no `Retry-After`."""
+    max_connect_attempts: int = 3
+    """Calls in total when no connection could be made (refused, DNS failure)."""
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError("max_attempts must be >= 1")
+        if self.max_connect_attempts < 1:
+            raise ValueError("max_connect_attempts must be >= 1")
+        if self.base_delay < 0 or self.max_delay < 0:
+            raise ValueError("retry delays must be >= 0")
         if not 0.0 <= self.jitter <= 1.0:
             raise ValueError("jitter must be between 0 and 1")
 
@@ -96,7 +107,10 @@ async def retry_call(
         except ProviderError as exc:
             wait = policy.delay(attempt, exc, rng)
             elapsed = clock() - start
-            if attempt >= policy.max_attempts or elapsed + wait > policy.max_total_seconds:
+            limit = policy.max_attempts
+            if isinstance(exc, TransientError) and exc.connect_failure:
+                limit = min(limit, policy.max_connect_attempts)
+            if attempt >= limit or elapsed + wait > policy.max_total_seconds:
                 exc.attempts = attempt
                 raise
             if on_retry is not None:

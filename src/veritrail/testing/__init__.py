@@ -3,6 +3,20 @@
 `FakeOpenAIServer` is a real OpenAI-compatible HTTP server on 127.0.0.1 with fault injection.
 """
 
-from .fake_openai_server import FakeOpenAIServer, Fault, FaultKind, count_tokens, default_responder
+from .fake_openai_server import (
+    UNREADABLE_KINDS,
+    FakeOpenAIServer,
+    Fault,
+    FaultKind,
+    count_tokens,
+    default_responder,
+)
 
-__all__ = ["FakeOpenAIServer", "Fault", "FaultKind", "count_tokens", "default_responder"]
+__all__ = [
+    "UNREADABLE_KINDS",
+    "FakeOpenAIServer",
+    "Fault",
+    "FaultKind",
+    "count_tokens",
+    "default_responder",
+]

@@ -6,8 +6,13 @@ requests with a fixed latency overlap instead of queueing). A `responder(request
 callback writes the assistant content; faults are injected from a FIFO queue (`inject`) or
 returned by the responder for a particular request, so tests can exercise every failure mode a
 real endpoint shows: rate limits with and without `Retry-After`, 5xx, connection resets, replies
-slower than the client timeout, truncated bodies, prose where JSON was asked for, and endpoints
-that reject `response_format: json_schema`.
+slower than the client timeout, truncated bodies, unreadable replies (prose where JSON was asked
+for, half a JSON object, empty content), endpoints that reject `response_format: json_schema`,
+and endpoint-wide refusals (401 that may echo the key, 403, 404 unknown model, 429 no quota).
+
+`fault_rates` (with `seed`) draws a fault at random for every request that has no queued one,
+for runs under a realistic mix of failures; `hold()` / `release()` / `wait_for_requests()` let a
+test act while requests are certainly in flight, with no sleeps.
 
 Usage::
 
@@ -20,12 +25,13 @@ Usage::
 from __future__ import annotations
 
 import json
+import random
 import socket
 import struct
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -52,16 +58,36 @@ class FaultKind(StrEnum):
     """HTTP 200 with prose content instead of the JSON the caller asked for."""
     REJECT_FORMAT = "reject_format"
     """HTTP 400 naming `response_format`, as endpoints without `json_schema` support answer."""
+    TRUNCATED_CONTENT = "truncated_content"
+    """HTTP 200, a well-formed body whose *content* is the first half of the responder's reply
+    (a model that stopped mid-object)."""
+    EMPTY = "empty"
+    """HTTP 200 with empty content."""
+    UNAUTHORIZED = "unauthorized"
+    """HTTP 401 `invalid_api_key`; the message echoes the request's bearer value when the
+    fault's `echo_key` is set, as some real servers do."""
+    FORBIDDEN = "forbidden"
+    """HTTP 403."""
+    NOT_FOUND_MODEL = "not_found_model"
+    """HTTP 404 `model_not_found`."""
+    INSUFFICIENT_QUOTA = "insufficient_quota"
+    """HTTP 429 with code `insufficient_quota` (no credit left: waiting does not help)."""
+
+
+UNREADABLE_KINDS = frozenset({FaultKind.PROSE, FaultKind.TRUNCATED_CONTENT, FaultKind.EMPTY})
+"""Faults that deliver a 200 whose content cannot be read as the JSON asked for."""
 
 
 @dataclass(frozen=True, slots=True)
 class Fault:
-    """One injected failure. `retry_after` (seconds) only applies to RATE_LIMIT; `delay` to SLOW."""
+    """One injected failure. `retry_after` (seconds) only applies to RATE_LIMIT; `delay` to SLOW;
+    `text` to PROSE; `echo_key` to UNAUTHORIZED."""
 
     kind: FaultKind
     retry_after: float | None = None
     delay: float = 5.0
     text: str = "I have read the excerpts carefully and I believe the claim is mostly supported."
+    echo_key: bool = False
 
     @classmethod
     def rate_limit(cls, retry_after: float | None = None) -> Fault:
@@ -102,6 +128,36 @@ class Fault:
     def reject_format(cls) -> Fault:
         """HTTP 400 rejecting the request's `response_format`."""
         return cls(FaultKind.REJECT_FORMAT)
+
+    @classmethod
+    def truncated_content(cls) -> Fault:
+        """A 200 reply whose content is the first half of what the responder wrote."""
+        return cls(FaultKind.TRUNCATED_CONTENT)
+
+    @classmethod
+    def empty(cls) -> Fault:
+        """A 200 reply with empty content."""
+        return cls(FaultKind.EMPTY)
+
+    @classmethod
+    def unauthorized(cls, echo_key: bool = False) -> Fault:
+        """HTTP 401; with `echo_key` the message quotes the request's API key verbatim."""
+        return cls(FaultKind.UNAUTHORIZED, echo_key=echo_key)
+
+    @classmethod
+    def forbidden(cls) -> Fault:
+        """HTTP 403."""
+        return cls(FaultKind.FORBIDDEN)
+
+    @classmethod
+    def not_found_model(cls) -> Fault:
+        """HTTP 404 `model_not_found`."""
+        return cls(FaultKind.NOT_FOUND_MODEL)
+
+    @classmethod
+    def insufficient_quota(cls) -> Fault:
+        """HTTP 429 `insufficient_quota`."""
+        return cls(FaultKind.INSUFFICIENT_QUOTA)
 
 
 Responder = Callable[[dict[str, Any]], "str | Fault"]
@@ -168,6 +224,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         owner._enter(request, {k.lower(): v for k, v in self.headers.items()})
         try:
+            owner._gate.wait()  # open unless a test called hold()
             self._answer(owner, request)
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
             pass  # the client gave up (timeout) before the reply: nothing to deliver
@@ -202,9 +259,16 @@ class _Handler(BaseHTTPRequestHandler):
             owner._served(fault.kind)
             if self._fault(fault, request):
                 return
-            content = fault.text if fault.kind is FaultKind.PROSE else owner.responder(request)
-            if isinstance(content, Fault):
+            if fault.kind is FaultKind.PROSE:
                 content = fault.text
+            elif fault.kind is FaultKind.EMPTY:
+                content = ""
+            else:
+                content = owner.responder(request)
+                if isinstance(content, Fault):
+                    content = fault.text
+                if fault.kind is FaultKind.TRUNCATED_CONTENT:
+                    content = content[: len(content) // 2]
         assert isinstance(content, str)
         self._send_json(200, owner._completion(request, content))
 
@@ -238,8 +302,40 @@ class _Handler(BaseHTTPRequestHandler):
             full = json.dumps(self.server.owner._completion(request, "{}")).encode()
             self._send_raw(200, full[: len(full) // 2], {"Content-Type": "application/json"})
             return True
-        if k is FaultKind.PROSE:
+        if k in UNREADABLE_KINDS:
             return False
+        if k is FaultKind.UNAUTHORIZED:
+            auth = self.headers.get("Authorization") or ""
+            key = auth.split(" ", 1)[1] if auth.lower().startswith("bearer ") else auth
+            msg = "Incorrect API key provided" + (f": {key}." if fault.echo_key else ".")
+            self._send_json(401, _error(msg, "invalid_request_error", code="invalid_api_key"))
+            return True
+        if k is FaultKind.FORBIDDEN:
+            self._send_json(
+                403, _error("You are not allowed to use this model.", "permission_error")
+            )
+            return True
+        if k is FaultKind.NOT_FOUND_MODEL:
+            model = str(request.get("model", ""))
+            self._send_json(
+                404,
+                _error(
+                    f"The model '{model}' does not exist or you do not have access to it.",
+                    "invalid_request_error",
+                    code="model_not_found",
+                ),
+            )
+            return True
+        if k is FaultKind.INSUFFICIENT_QUOTA:
+            self._send_json(
+                429,
+                _error(
+                    "You exceeded your current quota.",
+                    "insufficient_quota",
+                    code="insufficient_quota",
+                ),
+            )
+            return True
         if k is FaultKind.REJECT_FORMAT:
             fmt = (request.get("response_format") or {}).get("type", "json_schema")
             self._send_json(
@@ -277,8 +373,10 @@ def _fmt_seconds(s: float) -> str:
     return str(int(s)) if float(s).is_integer() else f"{s:g}"
 
 
-def _error(message: str, type_: str, *, param: str | None = None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": type_, "param": param, "code": type_}}
+def _error(
+    message: str, type_: str, *, param: str | None = None, code: str | None = None
+) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "param": param, "code": code or type_}}
 
 
 class FakeOpenAIServer:
@@ -291,6 +389,11 @@ class FakeOpenAIServer:
         supports_json_schema / supports_json_object: when False, every request asking for that
             `response_format` gets HTTP 400, like endpoints that lack it.
         model: the `model` field of replies ("" = echo the request's).
+        fault_rates: for every request with no queued fault, the chance of each fault, drawn
+            with a seeded RNG (`{FaultKind.RATE_LIMIT: 0.15, Fault.rate_limit(0.05): ...}`: a
+            `Fault` key carries its parameters, a `FaultKind` key uses the defaults). The
+            rates must add up to at most 1.
+        seed: the seed of that RNG (draws follow request arrival order).
     """
 
     def __init__(
@@ -301,14 +404,29 @@ class FakeOpenAIServer:
         supports_json_schema: bool = True,
         supports_json_object: bool = True,
         model: str = "",
+        fault_rates: Mapping[FaultKind | Fault, float] | None = None,
+        seed: int | None = 0,
     ) -> None:
         self.responder: Responder = responder or default_responder
+        self._mix: list[tuple[Fault, float]] = []
+        for key, rate in (fault_rates or {}).items():
+            if not 0.0 <= rate <= 1.0:
+                raise ValueError(f"fault rate for {key} must be between 0 and 1, got {rate}")
+            self._mix.append((key if isinstance(key, Fault) else Fault(key), float(rate)))
+        if sum(r for _, r in self._mix) > 1.0 + 1e-9:
+            raise ValueError("fault rates add up to more than 1")
+        self._rng = random.Random(seed)
         self.latency = latency
         self.supports_json_schema = supports_json_schema
         self.supports_json_object = supports_json_object
         self.model = model
         self._faults: deque[Fault] = deque()
         self._lock = threading.Lock()
+        # Signalled on every arriving request, for wait_for_requests().
+        self._arrived = threading.Condition(self._lock)
+        # Handlers wait on this before answering; set = answer at once (see hold()).
+        self._gate = threading.Event()
+        self._gate.set()
         self._stats = _Stats()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -335,6 +453,7 @@ class FakeOpenAIServer:
         """Stop serving and close the listening socket (in-flight handler threads are daemons)."""
         if self._httpd is None:
             return
+        self._gate.set()  # let held handlers finish instead of waiting forever
         self._httpd.shutdown()
         self._httpd.server_close()
         if self._thread is not None:
@@ -360,6 +479,28 @@ class FakeOpenAIServer:
     def base_url(self) -> str:
         """`http://127.0.0.1:PORT/v1`, what an OpenAI client takes as `base_url`."""
         return f"http://127.0.0.1:{self.port}/v1"
+
+    # -- synchronisation with tests ------------------------------------------------------------
+    def hold(self) -> None:
+        """Hold every reply: requests are received and counted, but not answered until
+        `release()` (or `stop()`). Lets a test act while calls are certainly in flight instead
+        of racing a sleep against the work."""
+        self._gate.clear()
+
+    def release(self) -> None:
+        """Answer the held requests and every later one at once."""
+        self._gate.set()
+
+    @property
+    def holding(self) -> bool:
+        """True between `hold()` and `release()`."""
+        return not self._gate.is_set()
+
+    def wait_for_requests(self, n: int, timeout: float = 10.0) -> bool:
+        """Block until at least `n` chat requests have arrived (since start or the last
+        `reset_counters`); True when they did, False when `timeout` seconds passed first."""
+        with self._arrived:
+            return self._arrived.wait_for(lambda: len(self._stats.requests) >= n, timeout)
 
     # -- faults and counters -------------------------------------------------------------------
     def inject(self, *faults: Fault) -> None:
@@ -428,6 +569,7 @@ class FakeOpenAIServer:
             self._stats.headers.append(headers)
             self._stats.in_flight += 1
             self._stats.max_in_flight = max(self._stats.max_in_flight, self._stats.in_flight)
+            self._arrived.notify_all()
 
     def _leave(self, seconds: float) -> None:
         with self._lock:
@@ -440,7 +582,16 @@ class FakeOpenAIServer:
 
     def _next_fault(self) -> Fault | None:
         with self._lock:
-            return self._faults.popleft() if self._faults else None
+            if self._faults:
+                return self._faults.popleft()
+            if not self._mix:
+                return None
+            r = self._rng.random()
+            for fault, rate in self._mix:
+                if r < rate:
+                    return fault
+                r -= rate
+            return None
 
     def _served(self, kind: FaultKind) -> None:
         with self._lock:
@@ -472,6 +623,7 @@ class FakeOpenAIServer:
 
 
 __all__ = [
+    "UNREADABLE_KINDS",
     "FakeOpenAIServer",
     "Fault",
     "FaultKind",
