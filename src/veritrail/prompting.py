@@ -125,9 +125,25 @@ def load_prompt(name: str) -> Prompt:
     return _parsed(name, str(path) if stamp is not None else None, stamp)
 
 
+def parse_prompt_file(path: str | Path) -> Prompt:
+    """Read and parse one template file (an override); raises `textio.InputError` when the file
+    cannot be read as UTF-8 and `PromptError` when it is not a template."""
+    from .textio import read_input_text
+
+    p = Path(path)
+    return _parse(p.stem, read_input_text(p, "prompt override"))
+
+
 @functools.lru_cache(maxsize=256)
 def _parsed(name: str, override: str | None, stamp: int | None) -> Prompt:
-    text = Path(override).read_text(encoding="utf-8") if override else prompt_source(name)
+    if override:
+        from .textio import read_input_text
+
+        return _parse(name, read_input_text(override, "prompt override"))
+    return _parse(name, prompt_source(name))
+
+
+def _parse(name: str, text: str) -> Prompt:
     parts = _SECTION.split(text)
     # parts = [preamble, "system", body, "user", body] (system optional)
     sections: dict[str, str] = {}

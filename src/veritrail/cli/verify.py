@@ -158,10 +158,43 @@ def _model_name(settings: Settings, oracle_path: str | None) -> str:
 
     name = resolve_name(settings.model)
     try:
-        split_name(name)
+        provider, _ = split_name(name)
     except ModelNameError as exc:
         fail(str(exc))
+    if settings.base_url and provider == "openai":
+        # A malformed endpoint is bad input, decided before any model call (exit 2), not a
+        # failure of every claim; `check_base_url` also names the problem.
+        from ..lm.base import EndpointError
+        from ..lm.openai import check_base_url
+
+        try:
+            check_base_url(settings.base_url)
+        except EndpointError as exc:
+            fail(redact(exc.cause))
     return name
+
+
+def check_prompt_dir(prompt_dir: str) -> None:
+    """Every override in `--prompt-dir` is read and parsed before any model call (exit 2 on a
+    missing directory, an unreadable or non-UTF-8 file, a template without a `## user` section,
+    or a file that overrides no packaged prompt, which is almost always a misspelt name)."""
+    from ..prompting import PromptError, packaged_prompt_names, parse_prompt_file
+    from ..textio import InputError
+
+    d = Path(prompt_dir)
+    if not d.is_dir():
+        fail(f"prompt directory {prompt_dir} is not a directory")
+    known = set(packaged_prompt_names())
+    for f in sorted(d.glob("*.md")):
+        if f.stem not in known:
+            fail(
+                f"prompt override {f} matches no prompt (known: {', '.join(sorted(known))}); "
+                "rename or remove it"
+            )
+        try:
+            parse_prompt_file(f)
+        except (InputError, PromptError) as exc:
+            fail(str(exc))
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -268,6 +301,8 @@ def prepare_job(
     if oracle_path is not None and not Path(oracle_path).is_file():
         fail(f"oracle file {oracle_path} not found")
     model_name = _model_name(settings, oracle_path)
+    if settings.prompt_dir:
+        check_prompt_dir(settings.prompt_dir)
     dag_sha = file_sha256(dag_path)
     fp = run_fingerprint(
         dag_sha256=dag_sha,
@@ -820,7 +855,7 @@ def print_dry_run(job: Job) -> None:
         try:
             table = PriceTable.from_file(s.prices) if s.prices else PriceTable()
         except (OSError, ValueError) as exc:
-            fail(f"price file {s.prices}: {exc}")
+            fail(str(exc) if str(s.prices) in str(exc) else f"price file {s.prices}: {exc}")
         p = table.lookup(prov, mdl)
         price = (p.input, p.output) if p is not None else None
     if s.prompt_dir:
