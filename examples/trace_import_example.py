@@ -87,18 +87,17 @@ def main(out: Path) -> None:
 
     # 3. A LlamaIndex query with its mock LLM, recorded by the event handler.
     from llama_index.core import Document, Settings, SummaryIndex
-    from llama_index.core.instrumentation import get_dispatcher
     from llama_index.core.llms import MockLLM
 
     from veritrail.integrations.llamaindex import DagEventHandler
 
-    li = DagEventHandler()
-    get_dispatcher().add_event_handler(li)
+    li = DagEventHandler().attach()  # events and spans of the root dispatcher
     Settings.llm = MockLLM()
     engine = SummaryIndex.from_documents([Document(text=d) for d in DOCS]).as_query_engine(
         response_mode="refine"
     )
     engine.query("When did the Alder bridge open?")
+    li.detach()
     dag = li.save(out / "dag-llamaindex.json")
     print(f"llamaindex handler: {len(dag)} nodes, {dag.edges} edges, terminal {dag.terminal}")
 

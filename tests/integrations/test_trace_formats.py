@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
+from trace_verify import provenance_roots, verify_dag
 
 from veritrail.adapters.trace import (
     Kind,
@@ -22,6 +23,7 @@ from veritrail.adapters.trace import (
     text_leaves,
 )
 from veritrail.cli.main import cli
+from veritrail.dag import load_dag
 
 CONTEXT = [
     "Mount Oro is 2,310 metres high. Its summit hut opens in June.",
@@ -229,3 +231,18 @@ def test_text_leaves_never_fails(value: Any) -> None:
         assert isinstance(leaf, str) and leaf.strip()
     for leaf in text_leaves(json.dumps(value)):
         assert isinstance(leaf, str)
+
+
+def test_langfuse_dag_verifies_against_the_loopback_server(tmp_path: Path) -> None:
+    f = tmp_path / "langfuse.json"
+    f.write_text(json.dumps(langfuse_trace()), encoding="utf-8")
+    dag_path = tmp_path / "dag.json"
+    r = CliRunner().invoke(cli, ["from-trace", str(f), "--out", str(dag_path)])
+    assert r.exit_code == 0, r.output
+    claims = ["The summit hut opens in June.", "The cable car runs every twenty minutes."]
+    proc, report, n_requests = verify_dag(dag_path, claims, ["june", "twenty"], tmp_path)
+    assert n_requests, "the run made no model call"
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [c["verdict"] for c in report["claims"]] == ["Fully Supported"] * 2
+    # Each claim's trail reaches the retrieved passage that states it (not the question).
+    assert provenance_roots(report, load_dag(dag_path)) == [{CONTEXT[0]}, {CONTEXT[1]}]

@@ -12,10 +12,7 @@ One document is trimmed before its map call, so its edge needs the fuzzy matcher
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,12 +29,12 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from trace_verify import provenance_roots, verify_dag
 
 from veritrail.adapters.trace import TraceError, dag_from_trace
 from veritrail.cli.main import cli
 from veritrail.dag import Dag, load_dag
 from veritrail.integrations.langchain import DagCallbackHandler
-from veritrail.testing.fake_openai_server import FakeOpenAIServer
 
 DOCS = [
     "The Alder bridge opened in 1921. It carried trams across the Wend river. "
@@ -182,7 +179,9 @@ def test_cli_writes_the_dag_and_explains(traced_spans: list[ReadableSpan], tmp_p
     assert "9 nodes, 8 edges" in r.output
     assert "links: 7 by containment, 1 fuzzy" in r.output
     assert re.search(r"fuzzy input-3 -> gen-3: score \d+", r.output)
-    assert "spans that generate no text (never nodes): PROMPT 5" in r.output
+    # openinference-instrumentation-langchain marks prompt templates PROMPT (CHAIN in its
+    # oldest supported versions): either way they are no nodes.
+    assert "(never nodes): PROMPT 5" in r.output or "PROMPT" not in r.output
     assert shape(load_dag(out)) == EXPECTED
     r = CliRunner().invoke(cli, ["dag", "validate", str(out)])
     assert r.exit_code == 0 and "4 roots, 3 stages" in r.output
@@ -207,30 +206,6 @@ def test_cli_writes_the_dag_and_explains(traced_spans: list[ReadableSpan], tmp_p
     assert f.read_bytes() == before
 
 
-def _fenced(text: str, label: str) -> str:
-    m = re.search(rf"<<< {label}\n(.*?)\n>>> end {label}", text, re.S)
-    return m.group(1) if m else ""
-
-
-def _responder(request: dict[str, Any]) -> str:
-    """A deterministic verifier: evidence = the sentences that share the claim's key word."""
-    system, user = request["messages"][0]["content"], request["messages"][-1]["content"]
-    if system.startswith("You split factual"):
-        return json.dumps({"parts": [_fenced(user, "statement")]})
-    claim = _fenced(user, "claim").lower()
-    key = "alder" if "alder" in claim else "corvin"
-    if system.startswith("You find evidence"):
-        ids = [int(i) for i, s in re.findall(r"^\[(\d+)\] (.*)$", user, re.M) if key in s.lower()]
-        return json.dumps(
-            {"selected_ids": ids, "context_ids": [], "summary": f"About {key}.", "missing": ""}
-        )
-    if system.startswith("You judge"):
-        return json.dumps(
-            {"reasoning": f"The {key} facts are stated.", "verdict": "Fully Supported"}
-        )
-    raise AssertionError(system[:60])
-
-
 def test_imported_dag_verifies_against_the_loopback_server(
     traced_spans: list[ReadableSpan], tmp_path: Path
 ) -> None:
@@ -240,44 +215,13 @@ def test_imported_dag_verifies_against_the_loopback_server(
     r = CliRunner().invoke(cli, ["from-trace", str(f), "--out", str(dag_path)])
     assert r.exit_code == 0, r.output
     claims = ["The Alder bridge opened in 1921.", "The Corvin maltings employ forty people."]
-    (tmp_path / "claims.json").write_text(json.dumps(claims))
-    env = {**os.environ, "OPENAI_API_KEY": "sk-test", "VERITRAIL_PRICES": ""}
-    with FakeOpenAIServer(responder=_responder) as srv:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                "from veritrail.cli.main import main; main()",
-                "verify",
-                str(dag_path),
-                "--claims",
-                str(tmp_path / "claims.json"),
-                "--model",
-                "openai/fake-model",
-                "--base-url",
-                srv.base_url,
-                "--run-dir",
-                str(tmp_path / "run"),
-                "--cache",
-                str(tmp_path / "cache.sqlite"),
-                "--out",
-                str(tmp_path / "report.json"),
-                "-q",
-                "2",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=env,
-            cwd=tmp_path,
-        )
-        assert srv.requests, "the run made no model call"
+    proc, report, n_requests = verify_dag(dag_path, claims, ["alder", "corvin"], tmp_path)
+    assert n_requests, "the run made no model call"
     assert proc.returncode == 0, proc.stderr[-3000:]
-    report = json.loads((tmp_path / "report.json").read_text())
-    text = json.dumps(report)
-    assert "Fully Supported" in text
-    # The evidence trail reaches the roots: the source documents' node ids appear.
-    assert "input-1" in text and "input-3" in text
+    assert [c["verdict"] for c in report["claims"]] == ["Fully Supported"] * 2
+    # Provenance: terminal <- the map summary <- the source document, for each claim.
+    dag = load_dag(dag_path)
+    assert provenance_roots(report, dag) == [{DOCS[0]}, {DOCS[2]}]
 
 
 def test_threshold_separates_edges_from_unrelated_pairs(
@@ -326,3 +270,17 @@ def test_threshold_separates_edges_from_unrelated_pairs(
     assert len(edge_scores) == 8 and len(unrelated) == 12
     assert min(edge_scores) == 100
     assert max(unrelated) < 70 < 90  # printed in docs/adapters.md: 62.9
+
+
+def test_prefilter_changes_nothing_on_the_fixture(
+    traced_spans: list[ReadableSpan], tmp_path: Path
+) -> None:
+    from veritrail.adapters.trace import MatchSettings
+
+    f = tmp_path / "trace.json"
+    write_otlp(traced_spans, f)
+    on, off = dag_from_trace(f), dag_from_trace(f, settings=MatchSettings(prefilter=False))
+    assert [(n.id, n.text, n.sources) for n in on.dag] == [
+        (n.id, n.text, n.sources) for n in off.dag
+    ]
+    assert on.links == off.links and on.ambiguous == off.ambiguous and on.unmatched == off.unmatched

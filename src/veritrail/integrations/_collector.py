@@ -91,6 +91,17 @@ class SpanCollector:
                 )
             )
 
+    def is_open(self, span_id: str) -> bool:
+        """Whether `span_id` was started and has not ended."""
+        with self._lock:
+            return span_id in self._open
+
+    def kind_of(self, span_id: str) -> Kind | None:
+        """The kind of the open span `span_id` (None if not open)."""
+        with self._lock:
+            op = self._open.get(span_id)
+            return op.kind if op is not None else None
+
     def spans(self) -> list[TraceSpan]:
         """The finished spans so far, in the order they finished."""
         with self._lock:

@@ -18,7 +18,8 @@ texts: `u → v` when `u`'s text is part of the input of the generation that pro
   first exact or whitespace-normalised containment on word boundaries, then sentence-level fuzzy
   matching — a sentence of `u` of at least `min_fuzzy_words` words whose best-aligned window of
   the input scores at least `threshold` (rapidfuzz ``partial_ratio``, 0–100, case-folded) —
-  which catches templated or trimmed inputs. A node found only inside the occurrence of another
+  which catches templated or trimmed inputs (a word prefilter skips pairs and sentences that
+  cannot, or are too altered to, match: `_Matcher`). A node found only inside the occurrence of another
   matched node is not linked (its text reached `v` through that node); when it is not an
   ancestor of that node, or when two matches overlap without nesting, the link is reported as
   ambiguous. A generation whose input matches nothing gets its whole prompt as a root.
@@ -30,8 +31,11 @@ texts: `u → v` when `u`'s text is part of the input of the generation that pro
 
 from __future__ import annotations
 
+import itertools
+import math
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +45,12 @@ from .model import Kind, TraceError, TraceSpan
 
 DEFAULT_THRESHOLD = 90.0
 """Default fuzzy-match score (see docs/adapters.md for how it was chosen)."""
+
+STATS: dict[str, int] = {}
+"""Counters of the imports in this process since it was last cleared (``fuzzy_calls``: rapidfuzz
+comparisons run; ``pairs_skipped``: node × generation pairs the word index ruled out before any
+comparison; ``prefilter_skips``: sentences of the remaining nodes the word share ruled out), read
+by benchmarks/bench_trace.py."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +65,10 @@ class MatchSettings:
     """Chain-input leaves with fewer words are not roots (ids, flags, one-word parameters)."""
     fuzzy: bool = True
     """False: containment only."""
+    prefilter: bool = True
+    """Rule out, by their distinctive words, the node × generation pairs that cannot match and
+    the sentences too altered to reach the threshold (`_Matcher`; docs/adapters.md, "Speed").
+    False (``--no-prefilter``) compares everything."""
 
     def __post_init__(self) -> None:
         if not 0 < self.threshold <= 100:
@@ -168,23 +182,113 @@ class _Node:
     names: list[str] = field(default_factory=list)
 
 
-class _Matcher:
-    def __init__(self, settings: MatchSettings) -> None:
-        self.s = settings
-        self._sentences: dict[str, list[str]] = {}
+_WORD = re.compile(r"[^\W_]+")
+"""Words for the prefilter: runs of the characters `str.isalnum` accepts, the same notion of a
+word boundary `_occurrences` uses, so a contained text's words are always words of the input."""
+PREFILTER_MIN_LEN = 4
+"""Words shorter than this are not looked up by the prefilter (function words: no evidence)."""
+PREFILTER_SHARE = 0.5
+"""The prefilter skips a sentence when fewer than this share of its distinct distinctive words
+occur anywhere in the input."""
+PREFILTER_COMMON = 0.02
+"""Words found in more than this share of the trace's texts (and in more than 5) are common words
+(function words, the topic's vocabulary): the prefilter ignores them."""
 
-    def sentences(self, node: _Node) -> list[str]:
+
+def _common_words(texts: Iterable[str]) -> frozenset[str]:
+    """Words (4+ characters) in more than `PREFILTER_COMMON` of `texts` and more than 5 of them."""
+    df: dict[str, int] = {}
+    n = 0
+    for t in texts:
+        n += 1
+        for w in {w for w in _WORD.findall(t.casefold()) if len(w) >= PREFILTER_MIN_LEN}:
+            df[w] = df.get(w, 0) + 1
+    limit = max(5, PREFILTER_COMMON * n)
+    return frozenset(w for w, c in df.items() if c > limit)
+
+
+class _Matcher:
+    """Containment, then sentence-level fuzzy matching, of node texts in generation inputs.
+
+    Fuzzy matching compares each sentence with the best-aligned window of the input, for every
+    node against every generation: what an import costs. The prefilter (`MatchSettings.prefilter`)
+    skips a sentence when fewer than half of its distinctive words occur anywhere in the input
+    (`PREFILTER_SHARE`; distinctive: 4+ characters and not common in the trace): a sentence that
+    scores 90 keeps ~90% of its characters in place, so most of its words intact
+    (docs/adapters.md, "Speed"). Sentences without distinctive words are always compared.
+
+    An inverted index (distinctive word → nodes) counts, for each generation, how many of each
+    node's distinctive words its input holds, and skips the nodes below what any match needs:
+    all of its words for containment (a contained text's words are words of the input), half of
+    some sentence's for the fuzzy prefilter. Nodes without distinctive words are always tested.
+    Skipping them changes nothing but the time.
+    """
+
+    def __init__(self, settings: MatchSettings, common: frozenset[str] = frozenset()) -> None:
+        self.s = settings
+        self.common = common
+        self._sentences: dict[str, list[tuple[str, frozenset[str]]]] = {}
+        self._index: dict[str, list[str]] = {}
+        self._need: dict[str, int] = {}
+        self._always: set[str] = set()
+        self._indexed: set[str] = set()
+        self._input: tuple[str, frozenset[str]] = ("", frozenset())
+
+    def _input_words(self, folded_input: str) -> frozenset[str]:
+        # One input is matched against every candidate in a row: tokenise it once.
+        if self._input[0] is not folded_input:
+            self._input = (folded_input, self._distinctive(folded_input))
+        return self._input[1]
+
+    def _distinctive(self, folded: str) -> frozenset[str]:
+        return frozenset(
+            w for w in _WORD.findall(folded) if len(w) >= PREFILTER_MIN_LEN and w not in self.common
+        )
+
+    def sentences(self, node: _Node) -> list[tuple[str, frozenset[str]]]:
+        """The node's fuzzy-matchable sentences (normalised, case-folded), with their words."""
         got = self._sentences.get(node.id)
         if got is None:
             from ...segment import split_sentences
 
-            got = [
-                normalize(x).casefold()
-                for x in split_sentences(node.text)
-                if _words(x) >= self.s.min_fuzzy_words
-            ]
+            got = []
+            for x in split_sentences(node.text):
+                if _words(x) >= self.s.min_fuzzy_words:
+                    folded = normalize(x).casefold()
+                    got.append((folded, self._distinctive(folded) if self.s.prefilter else _NONE))
             self._sentences[node.id] = got
         return got
+
+    def _index_node(self, node: _Node) -> None:
+        self._indexed.add(node.id)
+        words = self._distinctive(node.norm.casefold())
+        # The fewest of its words the input must hold for the node to match at all: all of them
+        # for containment, half of some sentence's for the fuzzy prefilter.
+        need = len(words)
+        for _, sentence_words in self.sentences(node) if self.s.fuzzy else ():
+            need = min(need, math.ceil(PREFILTER_SHARE * len(sentence_words)))
+        if need == 0:
+            self._always.add(node.id)
+            return
+        self._need[node.id] = need
+        for w in words:
+            self._index.setdefault(w, []).append(node.id)
+
+    def candidates(self, nodes: Iterable[_Node], folded_input: str) -> set[str] | None:
+        """Ids of the nodes that may match this input at all (None: no prefilter, all may)."""
+        if not self.s.prefilter:
+            return None
+        for n in nodes:
+            if n.id not in self._indexed:
+                self._index_node(n)
+        index = self._index
+        shared = Counter(
+            itertools.chain.from_iterable(
+                index[w] for w in self._input_words(folded_input) if w in index
+            )
+        )
+        need = self._need
+        return self._always | {nid for nid, c in shared.items() if c >= need[nid]}
 
     def match(
         self, node: _Node, raw_input: str, norm_input: str, folded_input: str
@@ -199,18 +303,31 @@ class _Matcher:
         sents = self.sentences(node)
         if not sents:
             return None
-        from rapidfuzz import fuzz
-
+        in_words = self._input_words(folded_input) if self.s.prefilter else _NONE
         best = 0.0
         hits: list[tuple[int, int]] = []
-        for sent in sents:
-            al = fuzz.partial_ratio_alignment(sent, folded_input, score_cutoff=self.s.threshold)
+        for sent, words in sents:
+            if words and len(words & in_words) < PREFILTER_SHARE * len(words):
+                STATS["prefilter_skips"] = STATS.get("prefilter_skips", 0) + 1
+                continue
+            STATS["fuzzy_calls"] = STATS.get("fuzzy_calls", 0) + 1
+            al = _fuzz().partial_ratio_alignment(sent, folded_input, score_cutoff=self.s.threshold)
             if al is not None and al.score >= self.s.threshold:
                 best = max(best, al.score)
                 hits.append((al.dest_start, al.dest_end))
         if not hits:
             return None
+        # Eligible: all of the node's sentences, skipped ones included (they are not present).
         return "fuzzy", round(best, 1), f"{len(hits)}/{len(sents)}", hits
+
+
+_NONE: frozenset[str] = frozenset()
+
+
+def _fuzz() -> Any:
+    from rapidfuzz import fuzz
+
+    return fuzz
 
 
 # -- the builder ---------------------------------------------------------------------------------
@@ -246,7 +363,12 @@ class _Builder:
     def __init__(self, spans: list[TraceSpan], settings: MatchSettings) -> None:
         self.spans = spans
         self.settings = settings
-        self.matcher = _Matcher(settings)
+        self.matcher = _Matcher(
+            settings,
+            _common_words(t for s in spans for t in (*s.inputs, *s.outputs, *s.documents))
+            if settings.fuzzy and settings.prefilter
+            else frozenset(),
+        )
         self.nodes: dict[str, _Node] = {}
         self.by_norm: dict[str, str] = {}
         self.counters: dict[str, int] = {}
@@ -255,6 +377,7 @@ class _Builder:
         self.notes: list[SpanNote] = []
         self.no_text: dict[str, int] = {}
         self.gen_of_span: dict[str, str] = {}
+        self.gen_ids: list[str] = []
 
     def _new_id(self, prefix: str) -> str:
         n = self.counters.get(prefix, 0) + 1
@@ -272,7 +395,10 @@ class _Builder:
             return
         if norm in self.by_norm:
             return  # identical texts are one node
-        for n in self.nodes.values():
+        # Only inputs are checked against every node; documents and tool outputs only against
+        # generations (thousands of retrieved documents would otherwise cost a quadratic loop).
+        pool = self.nodes.values() if origin == "input" else [self.nodes[g] for g in self.gen_ids]
+        for n in pool:
             if n.avail[0] > at[0]:
                 continue
             # Derived text: an input that carries a finished generation's output.
@@ -292,6 +418,12 @@ class _Builder:
         norm_input = normalize(raw_input)
         folded = norm_input.casefold()
         found: dict[str, tuple[str, float, str, list[tuple[int, int]]]] = {}
+        candidates = list(candidates)
+        may = self.matcher.candidates(candidates, folded)
+        if may is not None:
+            n_all = len(candidates)
+            candidates = [n for n in candidates if n.id in may]
+            STATS["pairs_skipped"] = STATS.get("pairs_skipped", 0) + n_all - len(candidates)
         for n in candidates:
             m = self.matcher.match(n, raw_input, norm_input, folded)
             if m is not None:
@@ -386,6 +518,7 @@ class _Builder:
             nid = self._new_id("gen")
             node = _Node(nid, out_text, norm, "generation", (s.end, s.seq))
             self.nodes[nid] = node
+            self.gen_ids.append(nid)
             self.by_norm[norm] = nid
         node.spans.append(s.id)
         node.names.append(s.name)
@@ -524,6 +657,11 @@ def build_dag(
             "fuzzy": "rapidfuzz partial_ratio per sentence" if cfg.fuzzy else "off",
             "threshold": cfg.threshold,
             "min_fuzzy_words": cfg.min_fuzzy_words,
+            "prefilter": (
+                f"distinctive-word share >= {PREFILTER_SHARE}"
+                if cfg.fuzzy and cfg.prefilter
+                else "off"
+            ),
         },
         "original_spans": {n.id: list(n.spans) for n in b.nodes.values() if n.id in keep},
         **(dict(meta) if meta else {}),

@@ -16,7 +16,9 @@ Attributes read (OpenInference): ``openinference.span.kind``; ``input.value`` /
 ``llm.input_messages.N.message.content`` (and ``.message.contents.M.message_content.text``),
 ``llm.output_messages.N.message.content``, ``llm.prompts`` / ``llm.prompts.N.prompt.text``;
 ``retrieval.documents.N.document.content``; ``reranker.output_documents.N.document.content``.
-A span without an OpenInference kind is kept as kind OTHER (it never becomes a node).
+A span without an OpenInference kind is read with the OpenTelemetry GenAI conventions
+(``gen_ai.*``, OpenLLMetry's ``traceloop.*``: `veritrail.adapters.trace.genai`) when its
+attributes state a kind; otherwise it is kept as kind OTHER (it never becomes a node).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from .genai import genai_kind, genai_texts
 from .model import Kind, TraceError, TraceSpan, text_leaves, unique
 
 _INDEXED = re.compile(r"^(?P<prefix>[a-z_.]+?)\.(?P<i>\d+)\.(?P<rest>.+)$")
@@ -103,7 +106,11 @@ def span_from_attributes(
     inputs: list[str] = []
     outputs: list[str] = []
     documents: list[str] = []
-    if kind is Kind.LLM:
+    genai = genai_kind(attrs) if "openinference.span.kind" not in attrs else None
+    if genai is not None:
+        kind = genai
+        inputs, outputs, documents = genai_texts(kind, attrs)
+    elif kind is Kind.LLM:
         # Every message, system ones included: a RAG prompt often carries its context there.
         inputs = _indexed(attrs, "llm.input_messages", "message.content")
         if not inputs:
