@@ -30,6 +30,9 @@ _JSON_ESCAPES = {
 }
 
 
+_JSON_TRANSLATE = str.maketrans(_JSON_ESCAPES)
+
+
 def embed_json(value: Any) -> str:
     """JSON text safe to place inside a ``<script type="application/json">`` element.
 
@@ -37,7 +40,8 @@ def embed_json(value: Any) -> str:
     decode to the same text, so `json.loads(embed_json(x)) == x` for any JSON value.
     """
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return "".join(_JSON_ESCAPES.get(ch, ch) for ch in text)
+    # str.translate runs in C: a per-character generator took 3 s of a 25,000-node trail's run.
+    return text.translate(_JSON_TRANSLATE)
 
 
 def _asset(name: str) -> str:
