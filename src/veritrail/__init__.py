@@ -3,12 +3,14 @@
 Public API (docs/api.md). The DAG and record types import eagerly (they are light); the loop, the
 model layer and the oracle import on first use, so `veritrail dag validate` stays fast.
 
+* `verify`, `check` (and `averify`, `acheck`) — one call, a `Report` back; `load_report` reads a
+  saved one; `JobInputError`, `ClaimExtractionError`, `ExitCode` — what they raise and return;
 * `load_dag`, `Dag`, `DagValidationError` — the generation DAG (SPEC §2);
 * `Claim`, `Verdict`, `ClaimResult`, `Termination`, `ErrorStageStatus` — records;
 * `VerifyConfig`, `verify_claims`, `verify_claim`, `lm_steps` — the loop (SPEC §4);
 * `Oracle` — steps answered from a file; `load_claims` — the claims file;
 * `get_model`, `Model`, `FakeProvider` — the model layer;
-* `build_report`, `write_report`, `load_report` — the versioned report.
+* `build_report`, `write_report` — the versioned report as a dict (`veritrail.report`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,16 @@ _LAZY = {
     "FakeProvider": "lm.fake",
     "build_report": "report",
     "write_report": "report",
-    "load_report": "report",
+    "load_report": "results",
+    "Report": "results",
+    "ReportSummary": "results",
+    "verify": "api",
+    "averify": "api",
+    "check": "api",
+    "acheck": "api",
+    "JobInputError": "run.job",
+    "ClaimExtractionError": "run.job",
+    "ExitCode": "run.job",
     "SentenceIndex": "segment",
 }
 
@@ -47,25 +58,34 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Claim",
+    "ClaimExtractionError",
     "ClaimResult",
     "Dag",
     "DagValidationError",
     "ErrorStageStatus",
+    "ExitCode",
     "FakeProvider",
+    "JobInputError",
     "Model",
     "Node",
     "Oracle",
+    "Report",
+    "ReportSummary",
     "SentenceIndex",
     "Termination",
     "Verdict",
     "VerifyConfig",
     "__version__",
+    "acheck",
+    "averify",
     "build_report",
+    "check",
     "get_model",
     "lm_steps",
     "load_claims",
     "load_dag",
     "load_report",
+    "verify",
     "verify_claim",
     "verify_claims",
     "write_report",

@@ -13,6 +13,7 @@ import click
 COMMANDS: dict[str, str] = {
     "dag": "dag:dag",
     "verify": "verify:verify",
+    "check": "check:check",
     "batch": "batch:batch",
     "eval": "eval:eval_cmd",
     "extract": "extract:extract",
@@ -52,9 +53,9 @@ def cli() -> None:
     """VeriTrail: find unsupported claims in the output of a multi-step LLM pipeline and trace
     each claim back through the intermediate outputs to the source sentences.
 
-    Exit status of the commands that verify (verify, resume): 0 every claim verified and no gate
-    failed; 1 a gate failed (--max-unsupported); 2 bad input or usage; 3 one or more claims could
-    not be verified; 130 interrupted.
+    Exit status of the commands that verify (verify, check, resume): 0 every claim verified and
+    no gate failed; 1 a gate failed (--max-unsupported); 2 bad input or usage; 3 one or more
+    claims could not be verified; 130 interrupted.
     """
 
 

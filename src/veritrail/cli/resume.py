@@ -13,9 +13,10 @@ from typing import Any
 import click
 
 from ..redaction import url_secret
+from ..run.job import HTML_BESIDE, job_from_run_dir
 from ..settings import SettingsError, coerce_setting
 from .common import fail
-from .verify import EXIT_CODES_HELP, HTML_BESIDE, execute, job_from_run_dir
+from .verify import EXIT_CODES_HELP, execute, job_errors
 
 
 @click.command(epilog=EXIT_CODES_HELP)
@@ -76,5 +77,6 @@ def resume(
     except SettingsError as exc:
         fail(str(exc))
     url_secret(base_url)
-    job = job_from_run_dir(run_dir, out_path=out_path, html=html_opt, overrides=overrides)
+    with job_errors():
+        job = job_from_run_dir(run_dir, out_path=out_path, html=html_opt, overrides=overrides)
     execute(job, quiet=quiet)

@@ -1,7 +1,11 @@
 """Test helpers that ship with the package, so downstream users can test against them too.
 
 `FakeOpenAIServer` is a real OpenAI-compatible HTTP server on 127.0.0.1 with fault injection.
+`assert_supported(answer, sources, ...)` fails a test when an answer is not supported by its
+sources (`veritrail.check` underneath; imported on first use, so the server stays light).
 """
+
+from typing import Any
 
 from .fake_openai_server import (
     UNREADABLE_KINDS,
@@ -12,11 +16,22 @@ from .fake_openai_server import (
     default_responder,
 )
 
+
+def __getattr__(name: str) -> Any:
+    if name in ("assert_supported", "failure_message"):
+        from . import assertions
+
+        return getattr(assertions, name)
+    raise AttributeError(f"module 'veritrail.testing' has no attribute {name!r}")
+
+
 __all__ = [
     "UNREADABLE_KINDS",
     "FakeOpenAIServer",
     "Fault",
     "FaultKind",
+    "assert_supported",
     "count_tokens",
     "default_responder",
+    "failure_message",
 ]

@@ -1,0 +1,383 @@
+"""The one-call Python API: `verify`, `check` and their async twins `averify`, `acheck`.
+
+They run the same job as `veritrail verify` / `veritrail check` (`veritrail.run.job`): the same
+settings (arguments, then `VERITRAIL_*` environment variables, then `./veritrail.toml` or
+`config=`, then defaults), the same model cache, the same report, and a `Report` whose
+`exit_code` is the CLI's. Differences, all deliberate (docs/api.md):
+
+* the run store is opt-in: without `run_dir=` the run uses a temporary directory that is removed
+  afterwards (a second identical call is still answered from the model cache); with `run_dir=`
+  finished claims are kept there and an interrupted call resumes where it stopped;
+* nothing is printed (`progress=True` shows the CLI's progress on stderr), nothing exits: bad
+  input raises `JobInputError` (a `ValueError`), a model failure outside any claim raises
+  `ClaimExtractionError`; claims that could not be verified are in `Report.errors` with
+  `Report.exit_code == 3`;
+* the garbage collector is left alone (the CLI freezes it after loading a DAG) and SIGTERM is not
+  taken over.
+
+`verify` and `check` are synchronous: they run their own event loop. Called where an event loop
+is already running (Jupyter, an async web handler), they run it in a worker thread and block
+until it is done; in async code prefer `await averify(...)` / `await acheck(...)`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import tempfile
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .claims import ClaimsFileError, parse_claims
+from .dag import Dag, DagValidationError
+from .records import Claim
+from .results import Report
+from .run.job import (
+    InMemoryDag,
+    Job,
+    JobInputError,
+    RunState,
+    prepare_job,
+    record_interruption,
+    run_job,
+    write_outputs,
+)
+from .run.sources import SourceText, read_named, single_step_dag
+from .settings import Settings, SettingsError, find_config_file, resolve_settings
+
+PathLike = str | os.PathLike[str]
+DagLike = PathLike | Dag | Mapping[str, Any]
+ClaimsLike = PathLike | Sequence[str | Claim | Mapping[str, Any]]
+SourcesLike = PathLike | Mapping[str, str] | Sequence[PathLike]
+
+_T = TypeVar("_T")
+
+
+# -- inputs -------------------------------------------------------------------------------------
+
+
+def _fs(path: PathLike | None) -> str | None:
+    return os.fspath(path) if path is not None else None
+
+
+def _settings(config: PathLike | None, given: Mapping[str, Any]) -> Settings:
+    """The four layers of docs/running.md, arguments playing the flags' part (None = not given)."""
+    flags = {k: v for k, v in given.items() if v is not None}
+    try:
+        settings = resolve_settings(flags, config_path=_fs(config))
+    except SettingsError as exc:
+        from .redaction import redact
+
+        raise JobInputError(redact(str(exc))) from None
+    from .redaction import url_secret
+
+    url_secret(settings.base_url)  # its password is a secret from now on
+    return settings
+
+
+def _dag_input(dag: DagLike) -> tuple[str | None, InMemoryDag | None]:
+    if isinstance(dag, Dag):
+        return None, InMemoryDag(dag)
+    if isinstance(dag, Mapping):
+        nodes = dag.get("nodes")
+        if not isinstance(nodes, list):
+            raise JobInputError('a DAG given as a dict needs a "nodes" list')
+        meta = dag.get("meta")
+        try:
+            built = Dag.from_records(nodes, meta=dict(meta) if isinstance(meta, Mapping) else None)
+        except DagValidationError as exc:
+            raise JobInputError(str(exc)) from None
+        return None, InMemoryDag(built)
+    return os.fspath(dag), None
+
+
+def _claims_input(claims: ClaimsLike | None) -> tuple[str | None, list[Claim] | None]:
+    if claims is None:
+        return None, None
+    if isinstance(claims, str | os.PathLike):
+        return os.fspath(claims), None
+    items: list[Any] = []
+    for c in claims:
+        if isinstance(c, Claim):
+            items.append({"id": c.id, "text": c.text, "sentence_indices": list(c.sentence_indices)})
+        else:
+            items.append(dict(c) if isinstance(c, Mapping) else c)
+    try:
+        return None, parse_claims(items, origin="claims")
+    except ClaimsFileError as exc:
+        raise JobInputError(str(exc)) from None
+
+
+def _source_texts(sources: SourcesLike) -> tuple[list[SourceText], list[tuple[str, str]]]:
+    """Sources as (name, text), and the files among them (outputs must not overwrite them)."""
+    if isinstance(sources, Mapping):
+        return [SourceText(str(k), str(v)) for k, v in sources.items()], []
+    if isinstance(sources, str):
+        return [SourceText("source1", sources)], []  # a str is a text; a file is a Path
+    items: Sequence[PathLike] = [sources] if isinstance(sources, os.PathLike) else sources
+    out: list[SourceText] = []
+    files: list[tuple[str, str]] = []
+    for i, s in enumerate(items, 1):
+        if isinstance(s, os.PathLike):
+            out.append(read_named(os.fspath(s), "source file"))
+            files.append(("source file", os.fspath(s)))
+        else:
+            out.append(SourceText(f"source{i}", str(s)))
+    return out, files
+
+
+# -- running ------------------------------------------------------------------------------------
+
+
+async def _run(make_job: Callable[[Path | None], Job], *, keep: bool, progress: bool) -> Report:
+    """Prepare and run the job; a temporary run directory when `keep` is False."""
+    from .progress import make_progress
+
+    tmp = None if keep else tempfile.TemporaryDirectory(prefix="veritrail-run-")
+    try:
+        job = make_job(Path(tmp.name) / "run" if tmp is not None else None)
+        reporter = make_progress(quiet=not progress, interval=job.settings.progress_interval)
+        state = RunState()
+        try:
+            report = await run_job(job, reporter, state, handle_sigterm=False)
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            if keep:
+                record_interruption(job, state)  # finished claims stay; run again to resume
+            raise
+        finally:
+            if state.store is not None:
+                state.store.unlock()
+        if tmp is not None:
+            # The temporary run directory (and a DAG copied there) is gone once we return.
+            report["run"]["run_dir"] = None
+            if job.dag_bytes is not None:
+                report["dag"]["path"] = None
+        write_outputs(job, report)
+        return Report(report, max_unsupported=job.settings.max_unsupported, path=job.out_path)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def _sync(make: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
+    """Run a coroutine to the end from synchronous code, also where a loop is running already
+    (then in a worker thread with its own loop; the caller blocks until it is done)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(make())
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="veritrail") as pool:
+        return pool.submit(lambda: asyncio.run(make())).result()
+
+
+# -- verify -------------------------------------------------------------------------------------
+
+
+async def averify(
+    dag: DagLike,
+    claims: ClaimsLike | None = None,
+    *,
+    model: str | None = None,
+    base_url: str | None = None,
+    q: int | None = None,
+    oracle: PathLike | None = None,
+    out: PathLike | None = None,
+    html: PathLike | None = None,
+    run_dir: PathLike | None = None,
+    config: PathLike | None = None,
+    progress: bool = False,
+    **settings: Any,
+) -> Report:
+    """Async twin of `verify` (same arguments, same result)."""
+    s = _settings(config, {"model": model, "base_url": base_url, "q": q, **settings})
+    dag_path, mem = _dag_input(dag)
+    claims_path, claim_list = _claims_input(claims)
+
+    def make(tmp_dir: Path | None) -> Job:
+        return prepare_job(
+            dag_path=dag_path,
+            dag=mem,
+            claims_path=claims_path,
+            claims=claim_list,
+            oracle_path=_fs(oracle),
+            settings=s,
+            run_dir=_fs(run_dir) or tmp_dir,
+            out_path=_fs(out),
+            html=_fs(html),
+            config_file=find_config_file(_fs(config), os.environ, Path.cwd()),
+            freeze_gc=False,
+        )
+
+    return await _run(make, keep=run_dir is not None, progress=progress)
+
+
+def verify(
+    dag: DagLike,
+    claims: ClaimsLike | None = None,
+    *,
+    model: str | None = None,
+    base_url: str | None = None,
+    q: int | None = None,
+    oracle: PathLike | None = None,
+    out: PathLike | None = None,
+    html: PathLike | None = None,
+    run_dir: PathLike | None = None,
+    config: PathLike | None = None,
+    progress: bool = False,
+    **settings: Any,
+) -> Report:
+    """Verify the claims of a DAG's final output; the Python form of `veritrail verify`.
+
+    Args:
+        dag: a DAG file, a `Dag`, or a dict with `"nodes"` (docs/dag-format.md).
+        claims: a claims file, a list of claim texts, `Claim`s or claim dicts; None extracts the
+            claims from the terminal node first (docs/extraction.md).
+        model: `provider/model` (docs/models.md); None = `VERITRAIL_MODEL`, the TOML file, else
+            the embedded local model.
+        base_url: an OpenAI-compatible endpoint.
+        q: consecutive Not Fully Supported verdicts that stop a claim (default 3).
+        oracle: an oracle file answering every step instead of a model (needs `claims`).
+        out, html: also write the JSON / HTML report there.
+        run_dir: keep the run in this directory (resumable; a second identical call is served
+            from it). Default: a temporary directory, removed afterwards.
+        config: a TOML settings file (default `VERITRAIL_CONFIG`, else `./veritrail.toml`).
+        progress: show the CLI's progress display on stderr.
+        **settings: any other setting of docs/running.md by name (`concurrency=16`,
+            `max_unsupported=0.1`, `cache="off"`, `question=...`).
+
+    Returns a `Report`; claims that could not be verified are in `Report.errors` (and
+    `Report.exit_code` is 3). Raises `JobInputError` (a `ValueError`) on bad input, before any
+    model call, and `ClaimExtractionError` when claim extraction failed on the model.
+    The model is closed before it returns.
+    """
+    return _sync(
+        lambda: averify(
+            dag,
+            claims,
+            model=model,
+            base_url=base_url,
+            q=q,
+            oracle=oracle,
+            out=out,
+            html=html,
+            run_dir=run_dir,
+            config=config,
+            progress=progress,
+            **settings,
+        )
+    )
+
+
+# -- check --------------------------------------------------------------------------------------
+
+
+async def acheck(
+    answer: PathLike,
+    sources: SourcesLike,
+    *,
+    claims: ClaimsLike | None = None,
+    question: str | None = None,
+    chunk_sentences: int | None = None,
+    chunk_tokens: int | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    q: int | None = None,
+    oracle: PathLike | None = None,
+    out: PathLike | None = None,
+    html: PathLike | None = None,
+    run_dir: PathLike | None = None,
+    config: PathLike | None = None,
+    progress: bool = False,
+    **settings: Any,
+) -> Report:
+    """Async twin of `check` (same arguments, same result)."""
+    s = _settings(
+        config,
+        {"model": model, "base_url": base_url, "q": q, "question": question, **settings},
+    )
+    inputs: list[tuple[str, str]] = []
+    if isinstance(answer, os.PathLike):
+        answer_text = read_named(os.fspath(answer), "answer file").text
+        inputs.append(("answer file", os.fspath(answer)))
+    else:
+        answer_text = answer
+    texts, files = _source_texts(sources)
+    inputs.extend(files)
+    mem = single_step_dag(
+        answer_text, texts, chunk_sentences=chunk_sentences, chunk_tokens=chunk_tokens
+    )
+    claims_path, claim_list = _claims_input(claims)
+
+    def make(tmp_dir: Path | None) -> Job:
+        return prepare_job(
+            dag=mem,
+            claims_path=claims_path,
+            claims=claim_list,
+            oracle_path=_fs(oracle),
+            settings=s,
+            run_dir=_fs(run_dir) or tmp_dir,
+            out_path=_fs(out),
+            html=_fs(html),
+            config_file=find_config_file(_fs(config), os.environ, Path.cwd()),
+            freeze_gc=False,
+            extra_inputs=inputs,
+        )
+
+    return await _run(make, keep=run_dir is not None, progress=progress)
+
+
+def check(
+    answer: PathLike,
+    sources: SourcesLike,
+    *,
+    claims: ClaimsLike | None = None,
+    question: str | None = None,
+    chunk_sentences: int | None = None,
+    chunk_tokens: int | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    q: int | None = None,
+    oracle: PathLike | None = None,
+    out: PathLike | None = None,
+    html: PathLike | None = None,
+    run_dir: PathLike | None = None,
+    config: PathLike | None = None,
+    progress: bool = False,
+    **settings: Any,
+) -> Report:
+    """Check one answer against its sources; the Python form of `veritrail check`.
+
+    The sources become the root chunks of a two-stage DAG and the answer its terminal node
+    (`veritrail.run.sources`: chunk ids `NAME#N`). A `str` is a text, a `pathlib.Path` a file:
+
+    * `answer`: the answer's text, or a `Path` to read it from;
+    * `sources`: one text, a `Path`, a list of texts and/or `Path`s (texts are named `source1`,
+      `source2`, ... by position), or a dict `{name: text}`;
+    * `chunk_sentences` (default 10) or `chunk_tokens`: the chunk size;
+    * `question`: the question the answer answered (context for claim extraction);
+    * `claims`: as in `verify` (None = extract them from the answer).
+
+    Every other argument, the result and the errors are those of `verify`.
+    """
+    return _sync(
+        lambda: acheck(
+            answer,
+            sources,
+            claims=claims,
+            question=question,
+            chunk_sentences=chunk_sentences,
+            chunk_tokens=chunk_tokens,
+            model=model,
+            base_url=base_url,
+            q=q,
+            oracle=oracle,
+            out=out,
+            html=html,
+            run_dir=run_dir,
+            config=config,
+            progress=progress,
+            **settings,
+        )
+    )

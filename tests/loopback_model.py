@@ -1,0 +1,131 @@
+"""A deterministic "model" for the loopback `FakeOpenAIServer`: it answers every prompt of claim
+extraction and verification by word overlap, so the API, `veritrail check`, `assert_supported`
+and the docs' snippets run end to end over real HTTP without a key or the network.
+
+Rules: every sentence of an answer is one claim (no rewrites); evidence = the numbered
+sentences sharing at least half of the claim's content words; the verdict is Fully Supported when
+every content word of the claim occurs in the evidence, else Not Fully Supported.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from veritrail.testing import FakeOpenAIServer
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    [
+        "the",
+        "a",
+        "an",
+        "of",
+        "and",
+        "or",
+        "in",
+        "on",
+        "at",
+        "to",
+        "by",
+        "was",
+        "were",
+        "is",
+        "are",
+        "it",
+        "its",
+        "his",
+        "her",
+        "their",
+        "with",
+        "for",
+        "from",
+        "as",
+        "that",
+        "this",
+        "be",
+        "been",
+        "has",
+        "had",
+        "have",
+        "which",
+        "who",
+    ]
+)
+
+
+def content_words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
+
+
+def _fenced(prompt: str, label: str) -> str | None:
+    m = re.search(rf"<<< {label}\n(.*?)\n>>> end {label}", prompt, re.S)
+    return m.group(1) if m else None
+
+
+def _section(prompt: str, head: str, nxt: str) -> str:
+    i = prompt.find(head)
+    if i < 0:
+        return ""
+    j = prompt.find(nxt, i + len(head))
+    return prompt[i + len(head) : j if j >= 0 else None]
+
+
+def responder(request: dict[str, Any]) -> str:
+    msgs = request.get("messages") or []
+    # A re-ask repeats the original prompt first: answer that one.
+    user = next((str(m["content"]) for m in msgs if m["role"] == "user"), "")
+    stmt = _fenced(user, "statement")
+    if stmt is not None:
+        return json.dumps({"parts": [stmt]})
+    target = _fenced(user, "target sentence")
+    if target is not None:
+        if "<<< checkable part" in user:
+            return json.dumps({"status": "clear", "text": target, "reason": "-"})
+        return json.dumps(
+            {"has_verifiable_content": True, "verifiable_text": target, "reason": "-"}
+        )
+    claim = _fenced(user, "claim") or _section(user, "Claim:\n", "\n\nSub-claims").strip()
+    words = content_words(claim)
+    if user.startswith("Excerpts"):
+        ids = [
+            int(i)
+            for i, s in re.findall(r"^\[(\d+)\] (.*)$", user, re.M)
+            if words and len(words & content_words(s)) * 2 >= len(words)
+        ]
+        return json.dumps(
+            {"selected_ids": ids, "context_ids": [], "summary": "Overlapping text.", "missing": ""}
+        )
+    evidence = content_words(_section(user, "Evidence:\n", "\n\nClaim:"))
+    missing = sorted(words - evidence)
+    verdict = "Not Fully Supported" if missing else "Fully Supported"
+    reason = f"The evidence does not mention: {', '.join(missing)}." if missing else "All stated."
+    return json.dumps({"reasoning": reason, "verdict": verdict})
+
+
+def loopback_env(srv: FakeOpenAIServer) -> dict[str, str]:
+    """Environment that points every model of veritrail at `srv`, uncached."""
+    return {
+        "VERITRAIL_MODEL": "openai/loopback",
+        "VERITRAIL_BASE_URL": srv.base_url,
+        "OPENAI_API_KEY": "sk-test-loopback",
+        "VERITRAIL_CACHE": "0",
+        "VERITRAIL_PRICES": "",
+        "NO_PROXY": "127.0.0.1",
+    }
+
+
+@contextmanager
+def loopback(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAIServer]:
+    """A running server with `responder`, and this process's environment pointed at it."""
+    with FakeOpenAIServer(responder=responder) as srv:
+        for k, v in loopback_env(srv).items():
+            monkeypatch.setenv(k, v)
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        yield srv
