@@ -29,7 +29,7 @@ if ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 
-python -m ruff check src tests benchmarks
-python -m ruff format --check src tests benchmarks
+python -m ruff check src tests benchmarks examples
+python -m ruff format --check src tests benchmarks examples
 python -m mypy
 python -m pytest -q "$@"

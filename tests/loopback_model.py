@@ -4,7 +4,9 @@ and the docs' snippets run end to end over real HTTP without a key or the networ
 
 Rules: every sentence of an answer is one claim (no rewrites); evidence = the numbered
 sentences sharing at least half of the claim's content words; the verdict is Fully Supported when
-every content word of the claim occurs in the evidence, else Not Fully Supported.
+every content word of the claim occurs in the evidence, else Not Fully Supported. G2LDetect: the
+tree has one leaf per sentence, a path is supported when the references hold every content word
+of its leaf. Any other prompt (a pipeline's generation step): the first sentence it was given.
 """
 
 from __future__ import annotations
@@ -76,11 +78,24 @@ def _section(prompt: str, head: str, nxt: str) -> str:
     return prompt[i + len(head) : j if j >= 0 else None]
 
 
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s.strip()]
+
+
 def responder(request: dict[str, Any]) -> str:
     msgs = request.get("messages") or []
     # A re-ask repeats the original prompt first: answer that one.
     user = next((str(m["content"]) for m in msgs if m["role"] == "user"), "")
+    if user.startswith("Text to organise:"):  # G2LDetect: one leaf per sentence
+        leaves = [{"text": s, "children": []} for s in _sentences(_fenced(user, "text") or "")]
+        return json.dumps({"tree": {"text": "The text", "children": leaves}})
     stmt = _fenced(user, "statement")
+    if stmt is not None and user.startswith("Reference documents:"):  # G2LDetect: one path
+        leaf = stmt.splitlines()[-1].split(". ", 1)[-1]
+        missing = content_words(leaf) - content_words(
+            _section(user, "Reference documents:", "\n\nStatement")
+        )
+        return json.dumps({"reason": f"missing: {sorted(missing)}", "supported": not missing})
     if stmt is not None:
         return json.dumps({"parts": [stmt]})
     target = _fenced(user, "target sentence")
@@ -101,6 +116,11 @@ def responder(request: dict[str, Any]) -> str:
         return json.dumps(
             {"selected_ids": ids, "context_ids": [], "summary": "Overlapping text.", "missing": ""}
         )
+    if "Evidence:\n" not in user:
+        # Any other generation (the pipelines' map, summarise and merge steps): the first
+        # sentence of the first text it was given.
+        given = re.search(r"<<< [^\n]*\n(.*?)\n>>> end", user, re.S)
+        return (_sentences(given.group(1) if given else user) or ["Nothing."])[0]
     evidence = content_words(_section(user, "Evidence:\n", "\n\nClaim:"))
     missing = sorted(words - evidence)
     verdict = "Not Fully Supported" if missing else "Fully Supported"

@@ -80,6 +80,30 @@ def test_exit_code_and_report_equal_the_cli(qs: Path, tmp_path: Path) -> None:
     assert comparable(api_doc) == comparable(cli_doc)
 
 
+def test_a_loaded_report_applies_the_gate_its_run_recorded(qs: Path, tmp_path: Path) -> None:
+    out = tmp_path / "gated.json"
+    res = CliRunner().invoke(
+        cli,
+        [
+            *("verify", str(qs / "dag.json"), "--claims", str(qs / "claims.json")),
+            *("--oracle", str(qs / "oracle.json"), "--out", str(out)),
+            *("--max-unsupported", "0.2", "--quiet"),
+        ],
+    )
+    assert res.exit_code == 1, res.output
+    doc = json.loads(out.read_text())
+    assert doc["run"]["max_unsupported"] == 0.2
+    loaded = vt.load_report(out)
+    assert loaded.max_unsupported == 0.2 and loaded.exit_code is ExitCode.GATE
+    assert vt.load_report(out, max_unsupported=1.0).exit_code is ExitCode.OK
+    # Without a gate the run records null; a report from before the key existed has none: no gate.
+    assert _oracle_verify(qs, out=tmp_path / "free.json")["run"]["max_unsupported"] is None
+    assert vt.load_report(tmp_path / "free.json").exit_code is ExitCode.OK
+    del doc["run"]["max_unsupported"]
+    (tmp_path / "old.json").write_text(json.dumps(doc))
+    assert vt.load_report(tmp_path / "old.json").exit_code is ExitCode.OK
+
+
 def test_save_load_html_and_pandas(qs: Path, tmp_path: Path) -> None:
     report = _oracle_verify(qs, out=tmp_path / "r.json", html=tmp_path / "r.html")
     assert (tmp_path / "r.json").is_file() and (tmp_path / "r.html").is_file()

@@ -110,20 +110,9 @@ def test_check_cli_with_the_oracle_names_file_and_chunk(files: Path) -> None:
     claims = files / "claims.json"
     claims.write_text(json.dumps(["The Harbour Museum opened in 1921.", "It has a roof garden."]))
     oracle = _oracle(files / "oracle.json", "src/museum.txt#1")
-    code, out = _invoke(
-        "answer.txt",
-        "src/*.txt",
-        "--claims",
-        str(claims),
-        "--oracle",
-        str(oracle),
-        "--chunk-sentences",
-        "2",
-        "--out",
-        "r.json",
-        "--html",
-        "--quiet",
-    )
+    args = ["answer.txt", "src/*.txt", "--claims", str(claims), "--oracle", str(oracle)]
+    args += ["--chunk-sentences", "2"]
+    code, out = _invoke(*args, "--out", "r.json", "--html", "--quiet")
     assert code == 0, out
     report = json.loads((files / "r.json").read_text())
     assert (files / "r.html").is_file()
@@ -138,20 +127,7 @@ def test_check_cli_with_the_oracle_names_file_and_chunk(files: Path) -> None:
     assert res.exit_code == 0, res.output
     assert comparable(json.loads((files / "again.json").read_text())) == comparable(report)
     # Same command again: served from the run store; the gate makes it exit 1.
-    code, out = _invoke(
-        "answer.txt",
-        "src/*.txt",
-        "--claims",
-        str(claims),
-        "--oracle",
-        str(oracle),
-        "--chunk-sentences",
-        "2",
-        "--out",
-        "r2.json",
-        "--max-unsupported",
-        "0.4",
-    )
+    code, out = _invoke(*args, "--out", "r2.json", "--max-unsupported", "0.4")
     assert code == 1 and "gate failed" in out
     assert json.loads((files / "r2.json").read_text())["run"]["resumed_claims"] == 2
 

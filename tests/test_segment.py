@@ -10,11 +10,11 @@ import threading
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from veritrail.dag import Dag
-from veritrail.segment import SentenceIndex, sentence_spans, split_sentences
+from veritrail.segment import SentenceIndex, _json_units, sentence_spans, split_sentences
 
 CASES: list[tuple[str, list[str]]] = [
     # The known bug: a list item followed by a title line and prose was one sentence.
@@ -219,6 +219,9 @@ _TEXTS = st.one_of(
 
 @given(_TEXTS)
 def test_sentences_cover_all_non_whitespace_in_order(text: str) -> None:
+    # A JSON document gives leaf units that are not slices of the text
+    # (tests/test_segment_multilingual.py); everything else is covered exactly.
+    assume(_json_units(text) is None)
     sents = split_sentences(text)
     assert "".join("".join(s.split()) for s in sents) == "".join(text.split())
     assert all(s and s == s.strip() for s in sents)

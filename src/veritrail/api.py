@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import os
 import tempfile
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from .claims import ClaimsFileError, parse_claims
 from .dag import Dag, DagValidationError
@@ -36,7 +37,6 @@ from .records import Claim
 from .results import Report
 from .run.job import (
     InMemoryDag,
-    Job,
     JobInputError,
     RunState,
     prepare_job,
@@ -53,6 +53,7 @@ ClaimsLike = PathLike | Sequence[str | Claim | Mapping[str, Any]]
 SourcesLike = PathLike | Mapping[str, str] | Sequence[PathLike]
 
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
 
 
 # -- inputs -------------------------------------------------------------------------------------
@@ -131,13 +132,42 @@ def _source_texts(sources: SourcesLike) -> tuple[list[SourceText], list[tuple[st
 # -- running ------------------------------------------------------------------------------------
 
 
-async def _run(make_job: Callable[[Path | None], Job], *, keep: bool, progress: bool) -> Report:
-    """Prepare and run the job; a temporary run directory when `keep` is False."""
+async def _arun(
+    settings: Settings,
+    *,
+    dag_path: str | None = None,
+    dag: InMemoryDag | None = None,
+    extra_inputs: Sequence[tuple[str, str]] = (),
+    claims: ClaimsLike | None,
+    oracle: PathLike | None,
+    out: PathLike | None,
+    html: PathLike | None,
+    run_dir: PathLike | None,
+    config: PathLike | None,
+    progress: bool,
+) -> Report:
+    """Prepare and run the job of `averify` / `acheck`; a temporary run directory (removed
+    afterwards) unless `run_dir` is given."""
     from .progress import make_progress
 
+    claims_path, claim_list = _claims_input(claims)
+    keep = run_dir is not None
     tmp = None if keep else tempfile.TemporaryDirectory(prefix="veritrail-run-")
     try:
-        job = make_job(Path(tmp.name) / "run" if tmp is not None else None)
+        job = prepare_job(
+            dag_path=dag_path,
+            dag=dag,
+            claims_path=claims_path,
+            claims=claim_list,
+            oracle_path=_fs(oracle),
+            settings=settings,
+            run_dir=_fs(run_dir) if tmp is None else Path(tmp.name) / "run",
+            out_path=_fs(out),
+            html=_fs(html),
+            config_file=find_config_file(_fs(config), os.environ, Path.cwd()),
+            freeze_gc=False,
+            extra_inputs=extra_inputs,
+        )
         reporter = make_progress(quiet=not progress, interval=job.settings.progress_interval)
         state = RunState()
         try:
@@ -161,15 +191,23 @@ async def _run(make_job: Callable[[Path | None], Job], *, keep: bool, progress: 
             tmp.cleanup()
 
 
-def _sync(make: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
-    """Run a coroutine to the end from synchronous code, also where a loop is running already
-    (then in a worker thread with its own loop; the caller blocks until it is done)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(make())
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="veritrail") as pool:
-        return pool.submit(lambda: asyncio.run(make())).result()
+def _blocking(afn: Callable[_P, Coroutine[Any, Any, _T]], name: str) -> Callable[_P, _T]:
+    """The synchronous form of the coroutine function `afn` (same arguments, same docstring).
+
+    It runs its own event loop; where a loop is running already (Jupyter, an async web
+    handler) it runs in a worker thread with its own loop, and the caller blocks until done."""
+
+    @functools.wraps(afn)
+    def call(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(afn(*args, **kwargs))
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="veritrail") as pool:
+            return pool.submit(lambda: asyncio.run(afn(*args, **kwargs))).result()
+
+    call.__name__ = call.__qualname__ = name
+    return call
 
 
 # -- verify -------------------------------------------------------------------------------------
@@ -190,45 +228,10 @@ async def averify(
     progress: bool = False,
     **settings: Any,
 ) -> Report:
-    """Async twin of `verify` (same arguments, same result)."""
-    s = _settings(config, {"model": model, "base_url": base_url, "q": q, **settings})
-    dag_path, mem = _dag_input(dag)
-    claims_path, claim_list = _claims_input(claims)
-
-    def make(tmp_dir: Path | None) -> Job:
-        return prepare_job(
-            dag_path=dag_path,
-            dag=mem,
-            claims_path=claims_path,
-            claims=claim_list,
-            oracle_path=_fs(oracle),
-            settings=s,
-            run_dir=_fs(run_dir) or tmp_dir,
-            out_path=_fs(out),
-            html=_fs(html),
-            config_file=find_config_file(_fs(config), os.environ, Path.cwd()),
-            freeze_gc=False,
-        )
-
-    return await _run(make, keep=run_dir is not None, progress=progress)
-
-
-def verify(
-    dag: DagLike,
-    claims: ClaimsLike | None = None,
-    *,
-    model: str | None = None,
-    base_url: str | None = None,
-    q: int | None = None,
-    oracle: PathLike | None = None,
-    out: PathLike | None = None,
-    html: PathLike | None = None,
-    run_dir: PathLike | None = None,
-    config: PathLike | None = None,
-    progress: bool = False,
-    **settings: Any,
-) -> Report:
     """Verify the claims of a DAG's final output; the Python form of `veritrail verify`.
+
+    `verify(...)` is the synchronous call (it runs its own event loop), `await averify(...)` the
+    same in async code; they take the same arguments and return the same `Report`.
 
     Args:
         dag: a DAG file, a `Dag`, or a dict with `"nodes"` (docs/dag-format.md).
@@ -252,22 +255,23 @@ def verify(
     model call, and `ClaimExtractionError` when claim extraction failed on the model.
     The model is closed before it returns.
     """
-    return _sync(
-        lambda: averify(
-            dag,
-            claims,
-            model=model,
-            base_url=base_url,
-            q=q,
-            oracle=oracle,
-            out=out,
-            html=html,
-            run_dir=run_dir,
-            config=config,
-            progress=progress,
-            **settings,
-        )
+    s = _settings(config, {"model": model, "base_url": base_url, "q": q, **settings})
+    dag_path, mem = _dag_input(dag)
+    return await _arun(
+        s,
+        dag_path=dag_path,
+        dag=mem,
+        claims=claims,
+        oracle=oracle,
+        out=out,
+        html=html,
+        run_dir=run_dir,
+        config=config,
+        progress=progress,
     )
+
+
+verify = _blocking(averify, "verify")
 
 
 # -- check --------------------------------------------------------------------------------------
@@ -292,7 +296,22 @@ async def acheck(
     progress: bool = False,
     **settings: Any,
 ) -> Report:
-    """Async twin of `check` (same arguments, same result)."""
+    """Check one answer against its sources; the Python form of `veritrail check`.
+
+    `check(...)` is the synchronous call, `await acheck(...)` the same in async code.
+
+    The sources become the root chunks of a two-stage DAG and the answer its terminal node
+    (`veritrail.run.sources`: chunk ids `NAME#N`). A `str` is a text, a `pathlib.Path` a file:
+
+    * `answer`: the answer's text, or a `Path` to read it from;
+    * `sources`: one text, a `Path`, a list of texts and/or `Path`s (texts are named `source1`,
+      `source2`, ... by position), or a dict `{name: text}`;
+    * `chunk_sentences` (default 10) or `chunk_tokens`: the chunk size;
+    * `question`: the question the answer answered (context for claim extraction);
+    * `claims`: as in `verify` (None = extract them from the answer).
+
+    Every other argument, the result and the errors are those of `verify`.
+    """
     s = _settings(
         config,
         {"model": model, "base_url": base_url, "q": q, "question": question, **settings},
@@ -308,76 +327,18 @@ async def acheck(
     mem = single_step_dag(
         answer_text, texts, chunk_sentences=chunk_sentences, chunk_tokens=chunk_tokens
     )
-    claims_path, claim_list = _claims_input(claims)
-
-    def make(tmp_dir: Path | None) -> Job:
-        return prepare_job(
-            dag=mem,
-            claims_path=claims_path,
-            claims=claim_list,
-            oracle_path=_fs(oracle),
-            settings=s,
-            run_dir=_fs(run_dir) or tmp_dir,
-            out_path=_fs(out),
-            html=_fs(html),
-            config_file=find_config_file(_fs(config), os.environ, Path.cwd()),
-            freeze_gc=False,
-            extra_inputs=inputs,
-        )
-
-    return await _run(make, keep=run_dir is not None, progress=progress)
-
-
-def check(
-    answer: PathLike,
-    sources: SourcesLike,
-    *,
-    claims: ClaimsLike | None = None,
-    question: str | None = None,
-    chunk_sentences: int | None = None,
-    chunk_tokens: int | None = None,
-    model: str | None = None,
-    base_url: str | None = None,
-    q: int | None = None,
-    oracle: PathLike | None = None,
-    out: PathLike | None = None,
-    html: PathLike | None = None,
-    run_dir: PathLike | None = None,
-    config: PathLike | None = None,
-    progress: bool = False,
-    **settings: Any,
-) -> Report:
-    """Check one answer against its sources; the Python form of `veritrail check`.
-
-    The sources become the root chunks of a two-stage DAG and the answer its terminal node
-    (`veritrail.run.sources`: chunk ids `NAME#N`). A `str` is a text, a `pathlib.Path` a file:
-
-    * `answer`: the answer's text, or a `Path` to read it from;
-    * `sources`: one text, a `Path`, a list of texts and/or `Path`s (texts are named `source1`,
-      `source2`, ... by position), or a dict `{name: text}`;
-    * `chunk_sentences` (default 10) or `chunk_tokens`: the chunk size;
-    * `question`: the question the answer answered (context for claim extraction);
-    * `claims`: as in `verify` (None = extract them from the answer).
-
-    Every other argument, the result and the errors are those of `verify`.
-    """
-    return _sync(
-        lambda: acheck(
-            answer,
-            sources,
-            claims=claims,
-            question=question,
-            chunk_sentences=chunk_sentences,
-            chunk_tokens=chunk_tokens,
-            model=model,
-            base_url=base_url,
-            q=q,
-            oracle=oracle,
-            out=out,
-            html=html,
-            run_dir=run_dir,
-            config=config,
-            progress=progress,
-            **settings,
-        )
+    return await _arun(
+        s,
+        dag=mem,
+        extra_inputs=inputs,
+        claims=claims,
+        oracle=oracle,
+        out=out,
+        html=html,
+        run_dir=run_dir,
+        config=config,
+        progress=progress,
     )
+
+
+check = _blocking(acheck, "check")

@@ -375,7 +375,7 @@ async def verify_claims(
     on_result: OnResult | None = None,
     on_start: Callable[[Claim], None] | None = None,
     stop: Callable[[], str | None] | None = None,
-    max_parallel_claims: int | None = None,
+    max_parallel_claims: int | asyncio.Semaphore | None = None,
     model: Model | None = None,
     claim_issues: Mapping[str, Sequence[SelectionIssue]] | None = None,
 ) -> list[ClaimResult]:
@@ -388,10 +388,15 @@ async def verify_claims(
     and comes back as an error (`not_started`), so a later run verifies it. Results come back in
     the order of `claims`. `claim_issues` maps claim ids to issues recorded before verification
     (`extraction.ExtractionResult.issues_by_claim`); they head each claim's issues.
+    `max_parallel_claims` bounds the claims being verified at once: a number for this call, or
+    a semaphore shared with other calls (`veritrail batch` bounds all its jobs with one).
     """
     before = claim_issues or {}
     index = sentences or SentenceIndex(dag)
-    sem = asyncio.Semaphore(max_parallel_claims) if max_parallel_claims else None
+    if isinstance(max_parallel_claims, asyncio.Semaphore):
+        sem: asyncio.Semaphore | None = max_parallel_claims
+    else:
+        sem = asyncio.Semaphore(max_parallel_claims) if max_parallel_claims else None
     must_stop = stop if stop is not None else (lambda: fatal_cause(model))
 
     async def run(c: Claim) -> ClaimResult:

@@ -69,8 +69,8 @@ class Report(Mapping[str, Any]):
     """A verification report. Build with `veritrail.verify`, `veritrail.check` or
     `veritrail.load_report`; never edited in place.
 
-    `max_unsupported` is the gate that `exit_code` applies (the run's own setting for a report
-    that `verify`/`check` returned; None, no gate, for a loaded one unless given).
+    `max_unsupported` is the gate that `exit_code` applies: the run's own setting (for a loaded
+    report, the one its `run.max_unsupported` recorded; None, no gate, when it recorded none).
     """
 
     __slots__ = ("_claims", "_doc", "max_unsupported", "path")
@@ -220,8 +220,15 @@ class Report(Mapping[str, Any]):
 def load_report(path: str | Path, *, max_unsupported: float | None = None) -> Report:
     """Read a saved report (format and version checked: `ReportFormatError`) as a `Report`.
 
-    `max_unsupported` sets the gate `Report.exit_code` applies (a report file does not record the
-    gate of the command that wrote it)."""
+    `max_unsupported` sets the gate `Report.exit_code` applies. None (the default) takes the gate
+    of the run that wrote the report, recorded as `run.max_unsupported`; a report that records
+    none (no gate was set, or written by a version before it was recorded) gets no gate. Pass
+    `1.0` to apply no gate to a report that recorded one."""
     from .report import load_report as load_report_dict
 
-    return Report(load_report_dict(path), max_unsupported=max_unsupported, path=path)
+    doc = load_report_dict(path)
+    if max_unsupported is None:
+        recorded = doc.get("run", {}).get("max_unsupported")
+        if isinstance(recorded, int | float) and not isinstance(recorded, bool):
+            max_unsupported = float(recorded)
+    return Report(doc, max_unsupported=max_unsupported, path=path)

@@ -27,11 +27,14 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from .records import Claim, ClaimResult, Termination
 from .redaction import redact_obj
 from .report import claim_from_dict, claim_to_dict
+
+if TYPE_CHECKING:
+    from .settings import Settings
 
 RUN_FORMAT = "veritrail-run"
 RUN_VERSION = 1
@@ -159,6 +162,46 @@ def run_fingerprint(
         "config": redact(config),
     }
     return hashlib.sha256(canonical_json(doc).encode("utf-8")).hexdigest()
+
+
+def result_config(settings: Settings, oracle_path: str | None) -> dict[str, Any]:
+    """The settings that determine a run's results (the `config` part of `run_fingerprint`):
+    `settings.RESULT_SETTINGS`, the oracle file's content hash, and a hash of the prompt
+    overrides in `prompt_dir` (they change results as much as the packaged templates do).
+
+    One definition for every command that creates runs (`verify`, `batch`), so the same inputs
+    and settings give the same run directory whichever command started it.
+    """
+    from .settings import RESULT_SETTINGS
+
+    d = settings.to_dict()
+    out = {k: d[k] for k in RESULT_SETTINGS if k in d}
+    if oracle_path is not None:
+        out["oracle_sha256"] = file_sha256(oracle_path)
+    if settings.prompt_dir:
+        h = hashlib.sha256()
+        for f in sorted(Path(settings.prompt_dir).glob("*.md")):
+            h.update(f.name.encode("utf-8") + b"\0" + f.read_bytes() + b"\0")
+        out["prompt_dir_sha256"] = h.hexdigest()
+    plugged = {k: v for k in ("decomposer", "selector", "judge") if (v := d.get(k))}
+    if plugged:
+        # A different judge gives different results: the spec and its source file's (or NLI
+        # model's) digest are part of the fingerprint. Only when set, so runs without plugins
+        # keep the fingerprints they had.
+        from .plugins import spec_fingerprint
+
+        out["step_plugins"] = {k: spec_fingerprint(k, v) for k, v in plugged.items()}
+    return out
+
+
+def stored_settings(settings: Settings) -> dict[str, Any]:
+    """Settings as run.json keeps them: all of them, the base URL without user and password."""
+    from .redaction import redact_url
+
+    d = settings.to_dict()
+    if d.get("base_url"):
+        d["base_url"] = redact_url(str(d["base_url"]))
+    return d
 
 
 def default_run_dir(root: str | Path, dag_path: str | Path, fingerprint: str) -> Path:

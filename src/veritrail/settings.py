@@ -65,6 +65,14 @@ class Settings:
     """Directory of prompt overrides (see `veritrail prompts export`)."""
     question: str | None = None
     """The question the final output answered: context for claim extraction (no `--claims`)."""
+    decomposer: str | None = None
+    """A plugin step in place of the LM decomposer: ``module:attribute``, ``file.py:attribute``
+    or an entry point of group ``veritrail.steps`` (`veritrail.plugins`, docs/plugins.md)."""
+    selector: str | None = None
+    """A plugin step in place of the LM evidence selector (same forms as `decomposer`)."""
+    judge: str | None = None
+    """A plugin step in place of the LM verdict step (same forms, or ``nli:PATH`` for the NLI
+    judge over a local Hugging Face model directory)."""
     q: int = 3
     max_decomposition_calls: int = 20
     evidence_sentences: int | None = None

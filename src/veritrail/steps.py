@@ -5,6 +5,12 @@ implementations (`subclaims.LMDecomposer`, `evidence.LMEvidenceSelector`,
 `verdict.LMVerdictGenerator`) are the default; `oracle.Oracle` answers from a JSON file.
 The engine (`loop`) owns everything around them: batching, prompt-unique ids, id validation,
 verdict input assembly, compression, candidates and termination.
+
+Any object with the protocol's async method can replace a step: in Python through `Steps`, on the
+command line and in settings through ``--decomposer``, ``--selector`` and ``--judge`` (a
+``module:attribute``, a ``file.py:attribute``, an entry point of group ``veritrail.steps``, or
+``nli:PATH`` for the NLI judge); see `veritrail.plugins`, docs/plugins.md and the complete example
+examples/plugins/overlap_steps.py.
 """
 
 from __future__ import annotations

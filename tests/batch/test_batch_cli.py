@@ -75,14 +75,27 @@ def test_oracle_batch_equals_verify_and_writes_summary(tmp_path: Path) -> None:
     assert "job0" in out and "exit status 0" in out
 
 
-def test_fingerprint_config_matches_verify(tmp_path: Path) -> None:
-    from veritrail.batch.jobs import result_config
-    from veritrail.cli import verify
-    from veritrail.settings import resolve_settings
-
-    s = resolve_settings({"q": 2, "question": "why?"}, env={}, cwd=tmp_path)
-    oracle = str(QUICKSTART / "oracle.json")
-    assert result_config(s, oracle) == verify.result_config(s, oracle)
+def test_batch_job_is_the_run_verify_makes(tmp_path: Path) -> None:
+    # One fingerprint definition (runstore.result_config): the same inputs and settings give the
+    # same run directory, so a batch finishes (here: reuses) what `veritrail verify` started.
+    args = [
+        "--claims",
+        str(QUICKSTART / "claims.json"),
+        "--oracle",
+        str(QUICKSTART / "oracle.json"),
+    ]
+    res = CliRunner().invoke(
+        cli,
+        ["verify", str(QUICKSTART / "dag.json"), *args, "-q", "1", "--out", "v.json", "--quiet"],
+    )
+    assert res.exit_code == 0, res.output
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    manifest = write_jobs(tmp_path, 1, 0, oracle=True)  # job0 has q = 1
+    code, out = batch(str(manifest), "--quiet")
+    assert code == 0, out
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == [run_dir.name]
+    report = load(tmp_path / "reports" / "job0.json")
+    assert report["run"]["resumed_claims"] == 4  # nothing verified again
 
 
 def test_gate_and_rerun_is_free(tmp_path: Path) -> None:

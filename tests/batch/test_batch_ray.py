@@ -181,3 +181,38 @@ def test_driver_killed_then_same_command_resumes(ray_session: str, here: Path) -
         )  # fmt: skip
         assert code == 0, out
     assert reports(here / "reports") == ray_reports
+
+
+def test_401_stops_the_ray_batch(ray_session: str, here: Path) -> None:
+    from veritrail.testing.fake_openai_server import Fault
+
+    manifest = write_jobs(here, 2, 5)  # 5 + 6 claims = 6 shards of 2 (one of 1)
+    with FakeOpenAIServer(responder=lambda req: Fault.unauthorized(echo_key=True)) as srv:
+        common = ["--model", "openai/fake", "--base-url", srv.base_url, "--concurrency", "4"]
+        res = CliRunner().invoke(
+            cli,
+            ["batch", str(manifest), *common, "--executor", "ray", "--workers", "2",
+             "--shard-size", "2"],
+            catch_exceptions=False,
+        )  # fmt: skip
+        requests = srv.count
+        url = srv.base_url
+    assert res.exit_code == 3, res.output
+    fatal = [x for x in res.output.splitlines() if "the endpoint refused the run" in x]
+    assert len(fatal) == 1 and "401" in fatal[0] and url in fatal[0], res.output
+    assert ENV["OPENAI_API_KEY"] not in res.output
+    doc = json.loads((here / "batch-summary.json").read_text())
+    # The two first shards ran (one per worker) and were refused; the driver started no other.
+    assert doc["ray"]["tasks"] == 2 and requests <= 4  # 2 tasks x 2 calls in flight at most
+    assert doc["totals"]["errors"] == 5 + 6 and len(doc["fatal"]) == 1
+    lines = [
+        json.loads(x)
+        for f in (here / "runs").glob("*/results.jsonl")
+        for x in f.read_text().splitlines()
+    ]
+    assert len(lines) == 11 and all(d["termination"] == "error" for d in lines)
+    assert sum(d["error"].startswith("not started: ") for d in lines) >= 11 - 4
+    with FakeOpenAIServer(responder=responder) as srv:
+        common = ["--model", "openai/fake", "--base-url", srv.base_url, "--concurrency", "4"]
+        code, out = batch(str(manifest), *common, "--executor", "ray", "--shard-size", "2")
+    assert code == 0, out

@@ -121,7 +121,7 @@ def test_cli_save_dataset_then_evaluate_it(tmp_path: Path) -> None:
         cli, ["eval", str(conv), "--format", "json", "--no-plots", "--bootstrap", "10"]
     )
     assert r2.exit_code == 0, r2.output
-    assert json.loads(r2.output)["methods"][0]["evidence"]["recall"] == 1.0
+    assert json.loads(r2.stdout)["methods"][0]["evidence"]["recall"] == 1.0  # progress: stderr
 
 
 def test_cli_rejects_model_methods_without_model(tmp_path: Path) -> None:
@@ -243,7 +243,7 @@ def test_method_specs() -> None:
     with pytest.raises(ValueError, match="key=value"):
         MethodSpec.parse("rag:5")
     with pytest.raises(ValueError, match="unknown method"):
-        build_method("nli", BuildContext(model=None, base_config=VerifyConfig()))
+        build_method("nope", BuildContext(model=None, base_config=VerifyConfig()))
     assert {"veritrail", "oracle", "rag", "direct", "g2l"} <= set(known_methods())
 
 

@@ -14,17 +14,28 @@ Python use::
 from __future__ import annotations
 
 from .driver import BatchResult, Executor, open_states, run_batch
-from .jobs import BatchInputError, BatchJob, JobOutcome, JobState, ModelSpec, prepare_jobs
+from .jobs import (
+    BatchInputError,
+    BatchJob,
+    ExtractionFailed,
+    JobOutcome,
+    JobState,
+    ModelSpec,
+    prepare_jobs,
+)
 from .local import LocalExecutor
 from .manifest import BATCH_ONLY_SETTINGS, ManifestError, ManifestJob, load_manifest
+from .progress import BatchEvents, make_batch_progress
 from .ray_executor import RayExecutor, RayUnavailableError
 
 __all__ = [
     "BATCH_ONLY_SETTINGS",
+    "BatchEvents",
     "BatchInputError",
     "BatchJob",
     "BatchResult",
     "Executor",
+    "ExtractionFailed",
     "JobOutcome",
     "JobState",
     "LocalExecutor",
@@ -34,6 +45,7 @@ __all__ = [
     "RayExecutor",
     "RayUnavailableError",
     "load_manifest",
+    "make_batch_progress",
     "open_states",
     "prepare_jobs",
     "run_batch",

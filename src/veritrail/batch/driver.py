@@ -23,6 +23,7 @@ from .jobs import (
     outcome,
 )
 from .local import ModelPool, Record
+from .progress import BatchEvents
 from .summary import INDEX_FILE, SUMMARY_FILE, summary_document, write_index, write_summary
 
 
@@ -31,8 +32,11 @@ class Executor(Protocol):
 
     name: str
 
-    def run(self, states: Sequence[JobState], record: Record) -> None:
-        """Verify `state.todo()` of every state."""
+    def run(self, states: Sequence[JobState], record: Record, events: BatchEvents) -> None:
+        """Verify `state.todo()` of every state: schedule each job's claims with
+        `loop.verify_claims`, call `record` for each finished claim, tell `events` about claims
+        started, calls and fatal endpoint errors, and start no claim on an endpoint that
+        `events.fatal_for` names."""
         ...
 
 
@@ -47,12 +51,17 @@ class BatchResult:
     index_path: Path
 
 
-def open_states(jobs: Sequence[BatchJob], *, concurrency: int) -> list[JobState]:
+def open_states(
+    jobs: Sequence[BatchJob], *, concurrency: int, events: BatchEvents | None = None
+) -> list[JobState]:
     """Open (create, or reopen to resume) every job's run store and lock it.
 
-    Jobs without a claims file get their claims extracted here, on the driver. Raises
-    `BatchInputError` when a job's model cannot be built (before any model call).
+    Jobs without a claims file get their claims extracted here, on the driver (their calls are
+    shown by `events`). Raises `BatchInputError` when a job's model cannot be built (before any
+    model call), `jobs.ExtractionFailed` when a job's claims cannot be extracted (the run
+    stores opened so far are released, marked interrupted).
     """
+    ev = events if events is not None else BatchEvents()
 
     async def go() -> list[JobState]:
         pool = ModelPool(concurrency)
@@ -65,12 +74,21 @@ def open_states(jobs: Sequence[BatchJob], *, concurrency: int) -> list[JobState]
                         provider = pool.provider(job.model)
                     except ValueError as exc:  # unknown provider option, bad model name
                         raise BatchInputError(f"job {job.id}: {exc}") from None
-                model = pool.model(job.model) if job.claims is None else None
+                model = None
+                if job.claims is None:
+                    model = pool.model(job.model)
+                    model.on_call = lambda e: ev.call(None, e)
+                    ev.extracting()
                 store = await open_store(job, model)
                 out.append(
                     JobState(job, store, fitted_config(job, provider), resumed=len(store.done))
                 )
             return out
+        except BaseException:
+            for st in out:
+                st.store.set_status(Status.INTERRUPTED)
+                st.store.unlock()
+            raise
         finally:
             await pool.aclose()
 
@@ -86,23 +104,33 @@ def run_batch(
     concurrency: int,
     max_unsupported: float | None = None,
     on_job_done: Callable[[JobState], None] | None = None,
+    events: BatchEvents | None = None,
 ) -> BatchResult:
     """Run every job to the end (or as far as possible) and write the batch's outputs.
 
     Each finished claim is recorded in its job's run store as it arrives; a job's report is
-    written as soon as its last claim is in. On KeyboardInterrupt (Ctrl-C, SIGTERM via the CLI)
-    the unfinished run stores are marked interrupted and the exception goes on.
+    written as soon as its last claim is in. A fatal endpoint error stops every job using that
+    endpoint (their claims not started are recorded as errors; exit status 3; the causes are in
+    `summary["fatal"]`). `events` shows progress (default: nothing shown). On KeyboardInterrupt
+    (Ctrl-C, SIGTERM via the CLI) the unfinished run stores are marked interrupted and the
+    exception goes on.
     """
+    ev = events if events is not None else BatchEvents()
     t0 = time.perf_counter()
     prompt_dirs = {j.settings.prompt_dir for j in jobs if j.settings.prompt_dir}
     if prompt_dirs:
         from ..prompting import set_prompt_dir
 
         set_prompt_dir(next(iter(prompt_dirs)))
-    states = open_states(jobs, concurrency=concurrency)
+    try:
+        states = open_states(jobs, concurrency=concurrency, events=ev)
+    except BaseException:
+        ev.close()
+        raise
 
     def finish(st: JobState) -> None:
         finish_job(st, executor=executor.name)
+        ev.job_finished(st.job.id)
         if on_job_done is not None:
             on_job_done(st)
 
@@ -114,9 +142,10 @@ def run_batch(
         for st in states:
             if st.complete():
                 finish(st)  # finished by an earlier run that stopped before its report
+        ev.start(states)
         todo = [st for st in states if not st.finished]
         if todo:
-            executor.run(todo, record)
+            executor.run(todo, record, ev)
         for st in states:
             if not st.finished and st.complete():
                 finish(st)
@@ -125,12 +154,14 @@ def run_batch(
             if not st.finished:
                 st.store.set_status(Status.INTERRUPTED)
         raise
+    finally:
+        ev.close()
     for st in states:
         if not st.finished:
             st.store.set_status(Status.INTERRUPTED)
     outcomes = [outcome(st, max_unsupported) for st in states]
     code = exit_code(outcomes)
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {"fatal": ev.causes()} if ev.causes() else {}
     stats = getattr(executor, "stats", None)
     if stats is not None:
         extra["ray"] = {

@@ -20,23 +20,27 @@ from typing import TYPE_CHECKING, Any
 from ..claims import ClaimsFileError, load_claims
 from ..config import VerifyConfig, fit_to_context, model_context_window
 from ..dag import Dag, DagValidationError, load_dag
-from ..records import Claim, ClaimResult, Termination, Verdict
-from ..report import build_report, write_report
+from ..records import Claim, ClaimResult, StepCost, Termination, Verdict
+from ..report import atomic_write_text, build_report
 from ..runstore import (
     RUN_FILE,
     RunStore,
     Status,
     default_run_dir,
     file_sha256,
+    lock_run_dir,
+    result_config,
     run_fingerprint,
+    stored_settings,
 )
-from ..settings import RESULT_SETTINGS, Settings, SettingsError, resolve_settings
+from ..settings import Settings, SettingsError, resolve_settings
 from .manifest import ManifestJob
 
 if TYPE_CHECKING:
     from ..lm.base import Provider
     from ..lm.cache import ResponseCache
     from ..lm.model import Model
+    from ..records import SelectionIssue
     from ..steps import Steps
 
 _CACHE_OFF = ("0", "off", "false", "no", "none")
@@ -64,6 +68,12 @@ class ModelSpec:
     threads: int | None = None
     max_reasks: int | None = None
 
+    @property
+    def provider_key(self) -> tuple[str, str | None, int | None]:
+        """What identifies the endpoint (and provider options): jobs with equal keys share one
+        provider in the local executor, and a fatal endpoint error stops them all."""
+        return (self.name, self.base_url, self.threads)
+
     def provider(self) -> Provider:
         """A new provider (transport only). Raises ValueError for options it does not take."""
         from ..lm.registry import get_provider
@@ -76,43 +86,33 @@ class ModelSpec:
 
     def open_cache(self) -> ResponseCache | None:
         """The response cache this spec names (None: no cache), as `veritrail verify` opens it."""
-        from ..lm.cache import ResponseCache
+        from ..lm.registry import open_cache
 
-        if self.cache is False:
-            return None
-        if self.cache is True:
-            return None if os.environ.get("VERITRAIL_CACHE") == "0" else ResponseCache()
-        return ResponseCache(self.cache)
+        return open_cache(self.cache)
 
     def model(self, provider: Provider, *, cache: ResponseCache | None, concurrency: int) -> Model:
-        """The `Model` wrapper around `provider` (same settings in every executor)."""
-        from ..lm.model import DEFAULT_MAX_REASKS, Model
-        from ..lm.pricing import PriceTable
-        from ..lm.registry import retry_policy_from_env
+        """The `Model` wrapper around `provider` (`lm.registry.model_for`: the same wrapper
+        `veritrail verify` builds with `get_model`, around a provider that may be shared)."""
+        from ..lm.registry import model_for
 
-        # As `lm.registry.get_model` builds it, but around a provider given here (the local
-        # executor shares one provider between jobs).
-        table = PriceTable.from_file(self.prices) if self.prices else None
-        return Model(
+        return model_for(
             provider,
             cache=cache,
             concurrency=concurrency,
-            retry=retry_policy_from_env(),
-            prices=table,
-            max_reasks=DEFAULT_MAX_REASKS if self.max_reasks is None else self.max_reasks,
+            prices=self.prices,
+            max_reasks=self.max_reasks,
         )
 
 
 def model_spec(settings: Settings, model_name: str, cache: str | bool) -> ModelSpec:
     """The `ModelSpec` of a job's resolved settings."""
-    max_reasks = getattr(settings, "max_reasks", None)  # a setting newer than this module
     return ModelSpec(
         name=model_name,
         base_url=settings.base_url,
         cache=cache,
         prices=settings.prices,
         threads=settings.threads,
-        max_reasks=max_reasks if isinstance(max_reasks, int) else None,
+        max_reasks=settings.max_reasks,
     )
 
 
@@ -156,26 +156,6 @@ class BatchJob:
     def result_config(self) -> dict[str, Any]:
         """The settings that determine results (as `veritrail verify` fingerprints them)."""
         return result_config(self.settings, self.oracle_path)
-
-
-def result_config(settings: Settings, oracle_path: str | None) -> dict[str, Any]:
-    """Same as `veritrail verify`'s: result settings, oracle and prompt-override hashes.
-
-    Kept equal to `cli.verify.result_config` so a job of a batch and `veritrail verify` with the
-    same inputs share one run fingerprint (tests/batch checks the two agree).
-    """
-    import hashlib
-
-    d = settings.to_dict()
-    out = {k: d[k] for k in RESULT_SETTINGS if k in d}
-    if oracle_path is not None:
-        out["oracle_sha256"] = file_sha256(oracle_path)
-    if settings.prompt_dir:
-        h = hashlib.sha256()
-        for f in sorted(Path(settings.prompt_dir).glob("*.md")):
-            h.update(f.name.encode("utf-8") + b"\0" + f.read_bytes() + b"\0")
-        out["prompt_dir_sha256"] = h.hexdigest()
-    return out
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -359,6 +339,8 @@ class JobState:
     started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     report: dict[str, Any] | None = None
     finished: bool = False
+    fatal: str | None = None
+    """The fatal endpoint error that stopped this job's claims (redacted), if one did."""
 
     def todo(self) -> list[Claim]:
         """Claims still to verify (never recorded, or last recorded with an error)."""
@@ -372,6 +354,16 @@ class JobState:
         self.recorded.add(cid)
         self.store.record(result)
         return True
+
+    def claim_issues(self) -> dict[str, list[SelectionIssue]]:
+        """Issues met while extracting each claim (kept in run.json), for `verify_claims`."""
+        from ..records import SelectionIssue
+
+        stored = self.store.info.extra.get("extraction_issues") or {}
+        return {
+            cid: [SelectionIssue(i["kind"], i["detail"]) for i in items]
+            for cid, items in stored.items()
+        }
 
     def complete(self) -> bool:
         """Every claim has a recorded result (errors count: they are reported, exit 3)."""
@@ -388,16 +380,6 @@ def fitted_config(job: BatchJob, provider: Provider | None) -> VerifyConfig:
     return fit_to_context(config, model_context_window(provider))
 
 
-def stored_settings(settings: Settings) -> dict[str, Any]:
-    """Settings as run.json keeps them (as `veritrail verify`): the base URL without credentials."""
-    from ..redaction import redact_url
-
-    d = settings.to_dict()
-    if d.get("base_url"):
-        d["base_url"] = redact_url(str(d["base_url"]))
-    return d
-
-
 def store_extra(job: BatchJob) -> dict[str, Any]:
     """run.json's `extra`, as `veritrail verify` writes it (so `veritrail resume` works)."""
     return {
@@ -410,33 +392,78 @@ def store_extra(job: BatchJob) -> dict[str, Any]:
     }
 
 
+class ExtractionFailed(RuntimeError):
+    """A job's claims could not be extracted (no claims file): the batch stops with exit 3."""
+
+
 async def open_store(job: BatchJob, model: Model | None) -> RunStore:
-    """Create or reopen the job's run directory, extracting claims first when none were given."""
-    claims = job.claims
-    if claims is None:
-        if (job.run_dir / RUN_FILE).exists():
+    """Create or reopen the job's run directory, extracting claims first when none were given.
+
+    The run directory is locked before any of its files is read or written (as `veritrail
+    verify` does). Raises `ExtractionFailed` when claims must be extracted and the model cannot
+    (the endpoint refused, every retry failed), `RunStoreError` for a run directory in use or
+    holding another run.
+    """
+    lock = lock_run_dir(job.run_dir)
+    try:
+        claims = job.claims
+        extra = store_extra(job)
+        if claims is None and (job.run_dir / RUN_FILE).exists():
             existing = RunStore.open(job.run_dir)
             if existing.info.fingerprint == job.fingerprint:
                 claims = existing.claims  # extracted by an interrupted run: reuse them
+                for key in ("extraction_issues", "extraction_cost"):
+                    if key in existing.info.extra:
+                        extra[key] = existing.info.extra[key]
         if claims is None:
-            from ..extraction import LMClaimSource
+            claims = await _extract(job, model, extra)
+        return RunStore.create_or_open(
+            job.run_dir,
+            fingerprint=job.fingerprint,
+            dag_path=job.dag_path,
+            dag_sha256=job.dag_sha256,
+            model=job.model.name,
+            config={**stored_settings(job.settings), **job.result_config()},
+            claims=claims,
+            claims_path=job.claims_path,
+            extra=extra,
+            lock=lock,
+        )
+    except BaseException:
+        lock.release()
+        raise
 
-            assert model is not None
-            source = LMClaimSource(model, question=job.settings.question)
-            claims = await source.claims_for(job.dag.node(job.dag.terminal).text)
-    store = RunStore.create_or_open(
-        job.run_dir,
-        fingerprint=job.fingerprint,
-        dag_path=job.dag_path,
-        dag_sha256=job.dag_sha256,
-        model=job.model.name,
-        config={**stored_settings(job.settings), **job.result_config()},
-        claims=claims,
-        claims_path=job.claims_path,
-        extra=store_extra(job),
-    )
-    store.lock()  # no-op where create_or_open already holds the lock
-    return store
+
+async def _extract(job: BatchJob, model: Model | None, extra: dict[str, Any]) -> list[Claim]:
+    from ..extraction import LMClaimSource
+    from ..lm.base import ProviderError
+    from ..lm.registry import describe_fatal
+
+    assert model is not None
+    source = LMClaimSource(model, question=job.settings.question)
+    try:
+        claims = await source.claims_for(job.dag.node(job.dag.terminal).text)
+    except ProviderError as exc:
+        raise ExtractionFailed(
+            f"job {job.id}: claims could not be extracted: "
+            f"{describe_fatal(exc, job.settings.base_url)}"
+        ) from None
+    t = sum(model.usage.for_claim(None).values(), StepCost())  # the calls outside any claim
+    extra["extraction_cost"] = {
+        "lm_calls": t.lm_calls,
+        "cached_calls": t.cached_calls,
+        "input_tokens": t.input_tokens,
+        "output_tokens": t.output_tokens,
+        "dollars": round(t.dollars, 6),
+    }
+    if source.last is not None:
+        # Unreadable replies met while extracting a claim head that claim's issues; kept in
+        # run.json so a resumed batch still reports them (as `veritrail verify` keeps them).
+        extra["extraction_issues"] = {
+            cid: [{"kind": i.kind, "detail": i.detail} for i in got]
+            for cid, got in source.last.issues_by_claim().items()
+        }
+    return claims
 
 
 def finish_job(state: JobState, *, executor: str) -> dict[str, Any]:
@@ -452,6 +479,11 @@ def finish_job(state: JobState, *, executor: str) -> dict[str, Any]:
     }
     if state.notes:
         run_info["notes"] = sorted(set(state.notes))
+    ext = store.info.extra.get("extraction_cost")
+    if ext:
+        run_info["extraction_cost"] = ext
+    if state.fatal is not None:
+        run_info["fatal"] = state.fatal
     report = build_report(
         store.results_in_order(),
         job.dag,
@@ -460,10 +492,13 @@ def finish_job(state: JobState, *, executor: str) -> dict[str, Any]:
         run=run_info,
         dag_path=job.dag_path,
     )
-    store.write_report(report)
+    stored = store.write_report(report)
     store.set_status(Status.COMPLETE)
     job.out_path.parent.mkdir(parents=True, exist_ok=True)
-    write_report(report, job.out_path)
+    # The run directory's copy is written exactly as `report.write_report` writes (redacted,
+    # indented JSON): copy its bytes instead of encoding a large report twice (indented JSON is
+    # encoded in pure Python, the driver's largest cost per claim after recording it).
+    atomic_write_text(job.out_path, stored.read_text(encoding="utf-8"))
     if job.html_path is not None:
         from ..html import write_html
 

@@ -1,10 +1,16 @@
 """`--executor local`: every job in this process, concurrently, on one event loop.
 
-Jobs with the same model settings share one provider (one connection pool) and one response
-cache, and all model calls of the batch share one concurrency budget (`--concurrency`): the
-budget is enforced around the provider, below each job's `Model`. Each job still gets its own
-`Model` wrapper because the wrapper accounts cost per claim id, and two jobs may both have a
-claim called `c1`.
+Jobs with the same endpoint (`ModelSpec.provider_key`) share one provider (one connection pool),
+jobs with the same cache setting one response cache, and all model calls of the batch share one
+concurrency budget (`--concurrency`): the budget is enforced around the provider, below each
+job's `Model`. Each job still gets its own `Model` wrapper because the wrapper accounts cost per
+claim id, and two jobs may both have a claim called `c1`.
+
+Each job's claims are scheduled by `loop.verify_claims`, as in `veritrail verify`, under one
+`--max-parallel-claims` bound for the whole batch. A fatal endpoint error (HTTP 401/403, unknown
+model, no quota) stops every job using that endpoint at once: the shared provider answers every
+later call with the same error without sending it, and no claim of those jobs starts any more
+(they are recorded as errors `not started: …` and verified by the next run).
 """
 
 from __future__ import annotations
@@ -12,12 +18,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..loop import lm_steps, verify_claim
-from ..records import Claim, ClaimResult
+from ..lm.base import EndpointError
+from ..loop import lm_steps, verify_claims
+from ..records import ClaimResult
 from ..segment import SentenceIndex
 from .jobs import JobState, ModelSpec, oracle_steps
+from .progress import BatchEvents
 
 if TYPE_CHECKING:
     from ..lm.base import GenerateConfig, Message, ModelOutput, Provider
@@ -25,28 +34,45 @@ if TYPE_CHECKING:
     from ..lm.model import Model
 
 Record = Callable[[JobState, ClaimResult], None]
-"""The driver's callback: record one finished claim of a job (called on the event loop)."""
+"""The driver's callback: record one finished claim of a job (called on the driver's thread)."""
+
+
+@dataclass
+class _Shared:
+    """One endpoint's provider, its slice of the budget, and its fatal error once met."""
+
+    provider: Provider
+    sem: asyncio.Semaphore
+    fatal: EndpointError | None = None
 
 
 class _Budgeted:
-    """A provider that takes one slot of a shared semaphore per call (the batch's budget).
+    """A provider that takes one slot of a shared semaphore per call (the batch's budget) and
+    refuses every call once any call through it met a fatal endpoint error (no request is sent).
 
     Closing it does nothing: the pool closes the real provider once, after every job.
     """
 
-    def __init__(self, inner: Provider, sem: asyncio.Semaphore) -> None:
-        self._inner = inner
-        self._sem = sem
-        self.name = inner.name
-        self.model = inner.model
+    def __init__(self, shared: _Shared) -> None:
+        self._shared = shared
+        self._inner = shared.provider
+        self.name = self._inner.name
+        self.model = self._inner.model
 
     def __getattr__(self, item: str) -> Any:
         # cache_identity, endpoint, context_window ...: whatever the wrapper asks the provider.
         return getattr(self._inner, item)
 
     async def generate(self, messages: Sequence[Message], config: GenerateConfig) -> ModelOutput:
-        async with self._sem:
-            return await self._inner.generate(messages, config)
+        async with self._shared.sem:
+            if self._shared.fatal is not None:
+                raise self._shared.fatal
+            try:
+                return await self._inner.generate(messages, config)
+            except EndpointError as exc:
+                if self._shared.fatal is None:
+                    self._shared.fatal = exc
+                raise
 
     async def aclose(self) -> None:
         return None
@@ -57,34 +83,41 @@ class ModelPool:
 
     def __init__(self, concurrency: int) -> None:
         self.concurrency = concurrency
-        self._providers: dict[ModelSpec, tuple[Provider, asyncio.Semaphore]] = {}
+        self._shared: dict[tuple[str, str | None, int | None], _Shared] = {}
         self._caches: dict[str | bool, ResponseCache | None] = {}
+
+    def _entry(self, spec: ModelSpec) -> _Shared:
+        key = spec.provider_key
+        if key not in self._shared:
+            self._shared[key] = _Shared(spec.provider(), asyncio.Semaphore(self.concurrency))
+        return self._shared[key]
 
     def provider(self, spec: ModelSpec) -> Provider:
         """The shared provider of `spec` (built on first use; ValueError for bad options)."""
-        key = spec
-        if key not in self._providers:
-            self._providers[key] = (spec.provider(), asyncio.Semaphore(self.concurrency))
-        return self._providers[key][0]
+        return self._entry(spec).provider
+
+    def fatal(self, spec: ModelSpec) -> EndpointError | None:
+        """The fatal endpoint error a call to `spec`'s endpoint met, if any."""
+        entry = self._shared.get(spec.provider_key)
+        return entry.fatal if entry is not None else None
 
     def model(self, spec: ModelSpec) -> Model:
         """A new `Model` for one job over the shared provider, cache and budget."""
-        inner = self.provider(spec)
-        sem = self._providers[spec][1]
+        entry = self._entry(spec)
         if spec.cache not in self._caches:
             self._caches[spec.cache] = spec.open_cache()
         return spec.model(
-            _Budgeted(inner, sem),
+            _Budgeted(entry),
             cache=self._caches[spec.cache],
             concurrency=self.concurrency,
         )
 
     async def aclose(self) -> None:
         """Close every provider (connection pools, embedded servers)."""
-        for provider, _ in self._providers.values():
+        for entry in self._shared.values():
             with contextlib.suppress(Exception):
-                await provider.aclose()
-        self._providers.clear()
+                await entry.provider.aclose()
+        self._shared.clear()
 
 
 class LocalExecutor:
@@ -98,41 +131,72 @@ class LocalExecutor:
         self.calls = 0
         """HTTP requests made (cache hits excluded), for the summary."""
 
-    def run(self, states: Sequence[JobState], record: Record) -> None:
+    def run(self, states: Sequence[JobState], record: Record, events: BatchEvents) -> None:
         """Verify what each job has left; `record` is called as each claim finishes."""
-        asyncio.run(self._run(states, record))
+        asyncio.run(self._run(states, record, events))
 
-    async def _run(self, states: Sequence[JobState], record: Record) -> None:
+    async def _run(self, states: Sequence[JobState], record: Record, events: BatchEvents) -> None:
+        from ..lm.registry import describe_fatal
+
         pool = ModelPool(self.concurrency)
         limit = self.max_parallel_claims
-        sem = asyncio.Semaphore(limit) if limit else None
+        claims_sem = asyncio.Semaphore(limit) if limit else None  # one bound for all jobs
         models: list[Model] = []
 
         async def job(st: JobState) -> None:
             todo = st.todo()
             if not todo:
                 return
-            model = None if st.job.oracle_doc is not None else pool.model(st.job.model)
+            spec = st.job.model if st.job.oracle_doc is None else None
+            model = pool.model(spec) if spec is not None else None
             if model is not None:
                 models.append(model)
+                model.on_call = lambda ev: events.call(st.job.id, ev)
                 steps = lm_steps(model, sample_temperature=st.job.settings.sample_temperature)
             else:
                 steps = oracle_steps(st.job.oracle_doc)
-            sentences = SentenceIndex(st.job.dag)
 
-            async def one(c: Claim) -> None:
-                async with sem if sem is not None else contextlib.nullcontext():
-                    r = await verify_claim(st.job.dag, sentences, c, steps, st.config, model=model)
+            def stop() -> str | None:
+                # Any job's fatal error on this endpoint stops this job too (`events`), as does
+                # the first refused call through the shared provider, before its claim ends.
+                if spec is None:
+                    return None
+                cause = events.fatal_for(spec)
+                if cause is None:
+                    exc = pool.fatal(spec) or (model.fatal if model is not None else None)
+                    if exc is not None:
+                        cause = events.endpoint_failed(spec, describe_fatal(exc, spec.base_url))
+                if cause is not None and st.fatal is None:
+                    st.fatal = cause
+                return cause
+
+            def on_result(r: ClaimResult) -> None:
                 record(st, r)
+                events.claim_finished(st.job.id, r, count_cost=False)
+                stop()
 
             try:
-                await asyncio.gather(*(one(c) for c in todo))
+                await verify_claims(
+                    st.job.dag,
+                    todo,
+                    steps,
+                    st.config,
+                    sentences=SentenceIndex(st.job.dag),
+                    on_start=lambda c: events.claim_started(st.job.id, c.id),
+                    on_result=on_result,
+                    stop=stop,
+                    max_parallel_claims=claims_sem,
+                    model=model,
+                    claim_issues=st.claim_issues(),
+                )
             finally:
                 if model is not None:
                     st.notes.extend(model.notes)
 
+        ticker = asyncio.create_task(events.reporter.ticker())
         try:
             await asyncio.gather(*(job(st) for st in states))
         finally:
+            ticker.cancel()
             self.calls += sum(m.stats.requests for m in models)
             await pool.aclose()

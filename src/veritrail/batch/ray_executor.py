@@ -5,7 +5,13 @@
 * A task runs the unchanged async engine (`loop.verify_claims`) over its shard with its part of
   the concurrency budget (`--concurrency` split evenly over `--workers`), and *streams* each
   finished claim back (a Ray generator task), so the driver records it in the job's run store as
-  it arrives, not when the shard ends.
+  it arrives, not when the shard ends. (What is ready at once goes back in one item, so a busy
+  task does not pay Ray's per-item cost for every claim.)
+* A fatal endpoint error (HTTP 401/403, unknown model, no quota) stops the task that met it (no
+  claim of its shard starts any more: `verify_claims` records them as `not started: …`), is
+  sent to the driver at once, and the driver submits no further shard of any job using that
+  endpoint (their claims are recorded as not started). Tasks already running on that endpoint
+  stop at their own first refused call.
 * At most `--workers` tasks run at once (the driver keeps that many in flight), so the model
   calls of the whole batch never exceed `--concurrency`.
 * A worker process that dies has its task retried by Ray (`--max-task-retries`). The driver
@@ -33,11 +39,13 @@ from typing import Any
 
 from ..config import VerifyConfig
 from ..dag import Dag
-from ..records import Claim, ClaimResult
+from ..loop import not_started
+from ..records import Claim, ClaimResult, SelectionIssue
 from ..redaction import redact
 from ..report import claim_from_dict, claim_to_dict
 from .jobs import JobState, ModelSpec
 from .local import Record
+from .progress import BatchEvents
 
 TaskHook = Callable[[], None]
 
@@ -60,6 +68,8 @@ class ShardSpec:
     concurrency: int
     max_parallel_claims: int | None
     prompt_dir: str | None
+    claim_issues: dict[str, list[SelectionIssue]] = field(default_factory=dict)
+    """Issues met while extracting the shard's claims (they head each claim's issues)."""
     hook: TaskHook | None = None
     """Called in the worker as the task starts, after it received its inputs (tests use it to
     kill the worker process on a first attempt)."""
@@ -70,6 +80,7 @@ class _TaskFailed(RuntimeError):
 
 
 async def _verify_shard(spec: ShardSpec, dag: Dag, emit: Callable[[Any], None]) -> None:
+    from ..lm.registry import describe_fatal
     from ..loop import lm_steps, verify_claims
     from ..prompting import set_prompt_dir
     from ..segment import SentenceIndex
@@ -85,6 +96,15 @@ async def _verify_shard(spec: ShardSpec, dag: Dag, emit: Callable[[Any], None]) 
         steps = lm_steps(model, sample_temperature=spec.sample_temperature)
     else:
         steps = oracle_steps(spec.oracle_doc)
+    told = False
+
+    def on_result(r: ClaimResult) -> None:
+        nonlocal told
+        emit(("result", claim_to_dict(r)))
+        if model is not None and model.fatal is not None and not told and spec.model is not None:
+            told = True
+            emit(("fatal", describe_fatal(model.fatal, spec.model.base_url)))
+
     try:
         await verify_claims(
             dag,
@@ -92,9 +112,11 @@ async def _verify_shard(spec: ShardSpec, dag: Dag, emit: Callable[[Any], None]) 
             steps,
             spec.config,
             sentences=SentenceIndex(dag),
-            on_result=lambda r: emit(("result", claim_to_dict(r))),
+            on_start=lambda c: emit(("started", c.id)),
+            on_result=on_result,
             max_parallel_claims=spec.max_parallel_claims,
             model=model,
+            claim_issues=spec.claim_issues,
         )
     finally:
         if model is not None:
@@ -102,9 +124,11 @@ async def _verify_shard(spec: ShardSpec, dag: Dag, emit: Callable[[Any], None]) 
             await model.aclose()
 
 
-def shard_task(spec: ShardSpec, dag: Dag) -> Iterator[tuple[Any, ...]]:
-    """The Ray task (a generator): yields ("result", claim dict) per finished claim, then
-    ("notes", notes, requests) and ("stats", worker CPU seconds of this task)."""
+def shard_task(spec: ShardSpec, dag: Dag) -> Iterator[list[tuple[Any, ...]]]:
+    """The Ray task (a generator): yields lists of items, as many as are ready: ("started",
+    claim id), ("result", claim dict) per finished claim, ("fatal", description) once the
+    endpoint refused the run, then ("notes", notes, requests) and ("stats", worker CPU seconds
+    of this task)."""
     if spec.hook is not None:
         spec.hook()
     cpu0 = time.process_time()
@@ -123,15 +147,23 @@ def shard_task(spec: ShardSpec, dag: Dag) -> Iterator[tuple[Any, ...]]:
     # as they come (a generator task cannot yield from inside asyncio.run).
     thread = threading.Thread(target=run, name=f"veritrail-shard-{spec.job_id}", daemon=True)
     thread.start()
-    while True:
-        item = items.get()
-        if item is done:
-            break
-        if item[0] == "failed":
-            raise _TaskFailed(item[1])
-        yield item
+    finished = False
+    while not finished:
+        ready = [items.get()]
+        while not items.empty():
+            ready.append(items.get())
+        if done in ready:
+            finished = True
+            ready = ready[: ready.index(done)]
+        failed = next((i for i, x in enumerate(ready) if x[0] == "failed"), None)
+        if failed is not None:
+            if failed:
+                yield ready[:failed]
+            raise _TaskFailed(ready[failed][1])
+        if ready:
+            yield ready
     thread.join()
-    yield ("stats", time.process_time() - cpu0)
+    yield [("stats", time.process_time() - cpu0)]
 
 
 @dataclass
@@ -145,6 +177,7 @@ class _Shard:
 class _JobRefs:
     dag_ref: Any = None
     open_shards: int = 0
+    issues: dict[str, list[SelectionIssue]] = field(default_factory=dict)
 
 
 @dataclass
@@ -226,17 +259,19 @@ class RayExecutor:
             raise RayUnavailableError(f"cannot start or reach Ray: {redact(str(exc))}") from None
         return True
 
-    def run(self, states: Sequence[JobState], record: Record) -> None:
+    def run(self, states: Sequence[JobState], record: Record, events: BatchEvents) -> None:
         """Verify what each job has left on Ray; `record` is called as each claim arrives."""
         ray = _ray()
         owned = self.connect()
         try:
-            self._run(ray, states, record)
+            self._run(ray, states, record, events)
         finally:
             if owned:
                 ray.shutdown()
 
-    def _run(self, ray: Any, states: Sequence[JobState], record: Record) -> None:
+    def _run(
+        self, ray: Any, states: Sequence[JobState], record: Record, events: BatchEvents
+    ) -> None:
         workers = self.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         self.stats.workers = workers
         per_task = max(1, self.concurrency // workers)
@@ -249,11 +284,20 @@ class RayExecutor:
             todo = st.todo()
             for i in range(0, len(todo), self.shard_size):
                 pending.append(_Shard(st, tuple(todo[i : i + self.shard_size])))
-            refs[st.job.id] = _JobRefs()
+            refs[st.job.id] = _JobRefs(issues=st.claim_issues())
         in_flight: dict[Any, _Shard] = {}
 
         def submit(sh: _Shard) -> None:
             job = sh.state.job
+            spec_model = None if job.oracle_doc is not None else job.model
+            cause = events.fatal_for(spec_model)
+            if cause is not None:
+                # The endpoint refused another task: this shard never starts.
+                sh.state.fatal = sh.state.fatal or cause
+                for c in sh.claims:
+                    if c.id not in sh.state.recorded:
+                        self._deliver(not_started(c, cause), sh, record, events)
+                return
             r = refs[job.id]
             if r.dag_ref is None:
                 r.dag_ref = ray.put(job.dag)  # once per job, shared by all its shard tasks
@@ -261,12 +305,13 @@ class RayExecutor:
                 job_id=job.id,
                 claims=sh.claims,
                 config=sh.state.config,
-                model=None if job.oracle_doc is not None else job.model,
+                model=spec_model,
                 oracle_doc=job.oracle_doc,
                 sample_temperature=job.settings.sample_temperature,
                 concurrency=per_task,
                 max_parallel_claims=self.max_parallel_claims,
                 prompt_dir=job.settings.prompt_dir,
+                claim_issues={c.id: r.issues[c.id] for c in sh.claims if c.id in r.issues},
                 hook=self.hook,
             )
             r.open_shards += 1
@@ -284,7 +329,11 @@ class RayExecutor:
             while pending or in_flight:
                 while pending and len(in_flight) < workers:
                     submit(pending.popleft())
-                ready, _ = ray.wait(list(in_flight), num_returns=1)
+                if not in_flight:
+                    continue  # every pending shard was refused (fatal endpoint error)
+                # A timeout so the display is refreshed while no claim finishes.
+                ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=0.5)
+                events.tick()
                 for gen in ready:
                     sh = in_flight[gen]
                     try:
@@ -301,21 +350,35 @@ class RayExecutor:
                         self.stats.failures.append(msg)
                         sh.state.failures.append(msg)
                         continue
-                    self._handle(item, sh, record)
+                    for one in item:
+                        self._handle(one, sh, record, events)
         except BaseException:
             for gen in in_flight:
                 with contextlib.suppress(Exception):  # best effort on the way out
                     ray.cancel(gen, force=True)
             raise
 
-    def _handle(self, item: tuple[Any, ...], sh: _Shard, record: Record) -> None:
+    def _deliver(
+        self, result: ClaimResult, sh: _Shard, record: Record, events: BatchEvents
+    ) -> None:
+        if result.claim.id in sh.state.recorded:
+            self.stats.duplicates_dropped += 1
+            return
+        record(sh.state, result)
+        events.claim_finished(sh.state.job.id, result, count_cost=True)
+
+    def _handle(
+        self, item: tuple[Any, ...], sh: _Shard, record: Record, events: BatchEvents
+    ) -> None:
         kind = item[0]
         if kind == "result":
-            result: ClaimResult = claim_from_dict(item[1])
-            if result.claim.id in sh.state.recorded:
-                self.stats.duplicates_dropped += 1
-                return
-            record(sh.state, result)
+            self._deliver(claim_from_dict(item[1]), sh, record, events)
+        elif kind == "started":
+            if item[1] not in sh.state.recorded:
+                events.claim_started(sh.state.job.id, item[1])
+        elif kind == "fatal":
+            model = sh.state.job.model
+            sh.state.fatal = sh.state.fatal or events.endpoint_failed(model, str(item[1]))
         elif kind == "notes":
             sh.state.notes.extend(item[1])
             self.stats.requests += int(item[2])

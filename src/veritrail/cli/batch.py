@@ -2,8 +2,9 @@
 
 Exit status over all jobs, as `veritrail verify`'s: 0 every claim verified and no gate failed;
 1 a job's share of Not Fully Supported claims exceeds `--max-unsupported`; 2 bad manifest or
-input, found before any model call; 3 some claim could not be verified (wins over 1);
-130 interrupted. See docs/scale.md.
+input, found before any model call; 3 some claim could not be verified (wins over 1; also when
+an endpoint refused the run: bad key, unknown model, no quota — no further claim is started on
+that endpoint, in any job); 130 interrupted. See docs/scale.md.
 """
 
 from __future__ import annotations
@@ -148,14 +149,21 @@ def batch(
     Every finished claim is saved in its job's run directory as it arrives; run the same command
     again to finish an interrupted batch. Writes each job's report, batch-summary.json and
     batch-index.html.
+
+    Exit status over all jobs: 0 every claim verified and no gate failed; 1 a job's gate
+    (--max-unsupported) failed; 2 bad manifest or input (before any model call); 3 some claim
+    could not be verified, or an endpoint refused the run (bad key, unknown model, no quota: no
+    further claim starts on it, in any job); 130 interrupted. See docs/scale.md.
     """
     from ..batch import (
         BatchInputError,
+        ExtractionFailed,
         LocalExecutor,
         ManifestError,
         RayExecutor,
         RayUnavailableError,
         load_manifest,
+        make_batch_progress,
         prepare_jobs,
         run_batch,
     )
@@ -211,11 +219,12 @@ def batch(
             fail("--ray-address and --workers go with --executor ray")
         execu = LocalExecutor(concurrency=total, max_parallel_claims=s0.max_parallel_claims)
 
+    events = make_batch_progress(quiet=quiet, interval=s0.progress_interval)
+
     def done(st: Any) -> None:
-        if not quiet:
-            rep = st.report or {}
-            n = rep.get("summary", {}).get("claims", 0)
-            click.echo(f"job {st.job.id}: {n} claims, report {st.job.out_path}", err=True)
+        rep = st.report or {}
+        n = rep.get("summary", {}).get("claims", 0)
+        events.note(f"job {st.job.id}: {n} claims, report {st.job.out_path}")
 
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
@@ -226,6 +235,7 @@ def batch(
             summary_dir=Path(summary_dir),
             concurrency=total,
             on_job_done=done,
+            events=events,
         )
     except KeyboardInterrupt:
         click.echo(
@@ -239,11 +249,21 @@ def batch(
         _fail_lines(str(exc))
     except RayUnavailableError as exc:
         fail(str(exc))
+    except ExtractionFailed as exc:
+        fail(f"{redact(str(exc))}. Fix the endpoint and run the same command again.", 3)
     finally:
         signal.signal(signal.SIGTERM, previous)
     if not quiet:
         click.echo(summary_table(result.summary))
         click.echo(f"summary: {result.summary_path}  index: {result.index_path}")
+    # Printed even with --quiet: they explain the exit status.
+    for cause in result.summary.get("fatal", []):
+        click.echo(
+            f"error: the endpoint refused the run: {redact(cause).rstrip('.')}. No further claim "
+            "was started on it, in any job; finished claims are kept. Fix the endpoint and run "
+            "the same command again.",
+            err=True,
+        )
     for o in result.outcomes:
         for f in o.failures:
             click.echo(f"job {o.id}: {redact(f)}", err=True)

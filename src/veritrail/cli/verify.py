@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import click
 
+from ..lm.registry import describe_fatal
 from ..records import Claim
 from ..redaction import redact, redact_url, url_secret
 from ..run.job import (
@@ -28,18 +29,15 @@ from ..run.job import (
     JobError,
     RunState,
     check_outputs,
-    describe_fatal,
     exit_code,
     html_target,
     job_from_run_dir,
     prepare_job,
     record_interruption,
-    result_config,
     run_job,
-    stored_settings,
     write_outputs,
 )
-from ..runstore import RUN_FILE, RunStore, RunStoreError
+from ..runstore import RUN_FILE, RunStore, RunStoreError, result_config, stored_settings
 from ..settings import (
     SETTING_NAMES,
     Settings,
@@ -61,6 +59,7 @@ __all__ = [
     "Job",
     "aligned_table",
     "check_outputs",
+    "claims_options",
     "describe_fatal",
     "execute",
     "exit_code",
@@ -70,6 +69,7 @@ __all__ = [
     "print_dry_run",
     "resolve_cli_settings",
     "result_config",
+    "run_command",
     "run_options",
     "stored_settings",
     "verify",
@@ -362,6 +362,20 @@ RUN_OPTIONS: list[Callable[[_F], _F]] = [
         help="The question the final output answered (context for claim extraction without "
         "--claims).",
     ),
+    click.option(
+        "--decomposer",
+        default=None,
+        metavar="SPEC",
+        help="Plugin decomposer: module:attribute, file.py:attribute or an entry point of group "
+        "veritrail.steps (docs/plugins.md).",
+    ),
+    click.option("--selector", default=None, metavar="SPEC", help="Plugin evidence selector."),
+    click.option(
+        "--judge",
+        default=None,
+        metavar="SPEC",
+        help="Plugin verdict step, or nli:PATH for the NLI judge over a local model directory.",
+    ),
     click.option("--prices", default=None, help="JSON price file over the built-in price table."),
     click.option(
         "--max-unsupported",
@@ -418,43 +432,42 @@ def resolve_cli_settings(setting_flags: Mapping[str, Any], config_path: str | No
     return settings
 
 
-@click.command(epilog=EXIT_CODES_HELP)
-@click.argument("dag_path", type=click.Path(dir_okay=False))
-@click.option(
-    "--claims",
-    "claims_path",
-    type=click.Path(dir_okay=False),
-    help="Claims JSON file (default: extract claims from the final output).",
-)
-@click.option(
-    "--oracle",
-    "oracle_path",
-    type=click.Path(dir_okay=False),
-    help="Answer every step from this oracle file instead of a model.",
-)
-@run_options
-def verify(
-    dag_path: str,
-    claims_path: str | None,
-    oracle_path: str | None,
-    out_path: str,
-    html_opt: str | None,
-    config_path: str | None,
-    dry_run: bool,
-    run_dir: str | None,
-    quiet: bool,
-    **setting_flags: Any,
-) -> None:
-    """Verify the claims of DAG_PATH's final output and write a report with the evidence trail.
+def claims_options(claims_from: str) -> Callable[[_F], _F]:
+    """`--claims` (default: extract them from `claims_from`) and `--oracle`, the options every
+    command that verifies takes before `RUN_OPTIONS`."""
 
-    Settings come from flags, then VERITRAIL_* environment variables, then the TOML file, then
-    defaults. The run is saved as it goes; run the same command again (or `veritrail resume
-    RUN_DIR`) to finish an interrupted run; claims that ended in error are verified again.
-    """
-    settings = resolve_cli_settings(setting_flags, config_path)
+    def apply(f: _F) -> _F:
+        f = click.option(
+            "--oracle",
+            "oracle_path",
+            type=click.Path(dir_okay=False),
+            help="Answer every step from this oracle file instead of a model.",
+        )(f)
+        return click.option(
+            "--claims",
+            "claims_path",
+            type=click.Path(dir_okay=False),
+            help=f"Claims JSON file (default: extract claims from {claims_from}).",
+        )(f)
+
+    return apply
+
+
+def run_command(options: Mapping[str, Any], inputs: Callable[[], Mapping[str, Any]]) -> None:
+    """The body of every command that verifies (`verify`, `check`): the settings, the job, then
+    the dry run or the run (exit status as `EXIT_CODES_HELP`).
+
+    `options` are the command's `claims_options` and `run_options` as click passes them;
+    `inputs()` gives the job's DAG (`dag_path=` or `dag=` and `extra_inputs=` of `prepare_job`),
+    called after the settings are resolved and under the same error handling."""
+    o = dict(options)
+    claims_path, oracle_path = o.pop("claims_path"), o.pop("oracle_path")
+    out_path, html_opt, run_dir = o.pop("out_path"), o.pop("html_opt"), o.pop("run_dir")
+    config_path, dry_run, quiet = o.pop("config_path"), o.pop("dry_run"), o.pop("quiet")
+    settings = resolve_cli_settings(o, config_path)
     with job_errors():
         job = prepare_job(
-            dag_path=dag_path,
+            **inputs(),
             claims_path=claims_path,
             oracle_path=oracle_path,
             settings=settings,
@@ -468,6 +481,20 @@ def verify(
         print_dry_run(job)
         return
     execute(job, quiet=quiet)
+
+
+@click.command(epilog=EXIT_CODES_HELP)
+@click.argument("dag_path", type=click.Path(dir_okay=False))
+@claims_options("the final output")
+@run_options
+def verify(dag_path: str, **options: Any) -> None:
+    """Verify the claims of DAG_PATH's final output and write a report with the evidence trail.
+
+    Settings come from flags, then VERITRAIL_* environment variables, then the TOML file, then
+    defaults. The run is saved as it goes; run the same command again (or `veritrail resume
+    RUN_DIR`) to finish an interrupted run; claims that ended in error are verified again.
+    """
+    run_command(options, lambda: {"dag_path": dag_path})
 
 
 def _given(options: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,13 @@ LM-based methods end in the same verdict step (`verdict.LMVerdictGenerator` thro
 * ``rag`` — embed the root nodes and the claim, keep the top-k roots, one verdict call;
 * ``direct`` — all roots in one verdict call (a seeded random subset that fits the token budget
   when they do not);
-* ``g2l`` — G2LDetect (`veritrail.detectors.g2l`) against the root nodes.
+* ``g2l`` — G2LDetect (`veritrail.detectors.g2l`) against the root nodes;
+* ``nli`` — the NLI chunk baseline (AlignScore / MiniCheck style, no LM): every root node cut
+  into chunks of about ``chunk`` estimated tokens at sentence boundaries, each chunk scored
+  against the claim by a local sequence-classification model (`veritrail.detectors.nli`),
+  P(supported) = the maximum over chunks, Fully Supported at or above ``threshold``. Options:
+  ``model=PATH`` (required), ``chunk=350``, ``threshold=0.5``, ``batch=8``. Its evidence is the
+  sentences of the best chunk; it makes no LM calls.
 
 New kinds are added with `register_method`.
 """
@@ -384,6 +390,85 @@ class G2LMethod:
         return list(await asyncio.gather(*(one(c) for c in ctx.claims)))
 
 
+class NLIChunkMethod:
+    """The NLI chunk baseline (see the module docstring): max P(supported) over root chunks."""
+
+    kind = "nli"
+
+    def __init__(
+        self, name: str, model: Any, *, chunk_tokens: int = 350, threshold: float = 0.5
+    ) -> None:
+        self.name = name
+        self.model = model  # a `veritrail.detectors.nli.NLIModel`
+        self.chunk_tokens = chunk_tokens
+        self.threshold = threshold
+        # Chunks per DAG (several items may share one DAG file); the entry keeps the DAG alive.
+        self._cache: dict[int, tuple[Dag, list[tuple[str, list[int]]], list[str]]] = {}
+
+    def _chunks(self, ctx: ItemContext) -> tuple[list[tuple[str, list[int]]], list[str]]:
+        from ..detectors.nli import chunk_sentences
+
+        got = self._cache.get(id(ctx.dag))
+        if got is None or got[0] is not ctx.dag:
+            keys: list[tuple[str, list[int]]] = []
+            texts: list[str] = []
+            for nid in ctx.roots():
+                sents = ctx.sentences.sentences(nid)
+                for group in chunk_sentences(sents, self.chunk_tokens):
+                    keys.append((nid, group))
+                    texts.append(" ".join(sents[i] for i in group))
+            if len(self._cache) >= 8:
+                self._cache.pop(next(iter(self._cache)))
+            got = self._cache[id(ctx.dag)] = (ctx.dag, keys, texts)
+        return got[1], got[2]
+
+    async def predict(self, ctx: ItemContext) -> list[Prediction]:
+        import asyncio
+
+        from ..detectors.nli import nli_chunk_scores
+
+        keys, texts = self._chunks(ctx)
+        out: list[Prediction] = []
+        for c in ctx.claims:  # one claim at a time: the model is serialised anyway
+            key = ctx.key(c)
+            verdict: Verdict | None = None
+            score: float | None = None
+            evidence: frozenset[SentenceKey] = frozenset()
+            error: str | None = None
+            detail: dict[str, Any] = {"chunks": len(texts)}
+            if not texts:
+                verdict, score = Verdict.NOT_FULLY_SUPPORTED, 0.0
+            else:
+                try:
+                    scores = await asyncio.to_thread(nli_chunk_scores, self.model, texts, c.text)
+                    best = max(range(len(scores)), key=lambda i: scores[i][0])
+                    score = scores[best][0]
+                    verdict = (
+                        Verdict.FULLY_SUPPORTED
+                        if score >= self.threshold
+                        else Verdict.NOT_FULLY_SUPPORTED
+                    )
+                    nid, group = keys[best]
+                    evidence = frozenset((nid, i) for i in group)
+                    detail["best_chunk"] = {"node": nid, "sentences": group}
+                except Exception as exc:  # noqa: BLE001 - one claim's failure is recorded
+                    error = f"{type(exc).__name__}: {exc}"
+            out.append(
+                Prediction(
+                    method=self.name,
+                    claim_key=key,
+                    verdict=verdict,
+                    score=score,
+                    evidence=evidence if error is None else None,
+                    nodes_read=len(ctx.roots()),
+                    nodes_total=len(ctx.dag),
+                    error=error,
+                    detail=detail,
+                )
+            )
+        return out
+
+
 # -- method specs ---------------------------------------------------------------------------------
 
 
@@ -391,7 +476,8 @@ class G2LMethod:
 class MethodSpec:
     """A method as named on the command line: ``kind`` plus ``key=value`` options.
 
-    Examples: ``veritrail:q=1``, ``rag:k=15``, ``direct:budget=100000``, ``oracle``, ``g2l``.
+    Examples: ``veritrail:q=1``, ``rag:k=15``, ``direct:budget=100000``, ``oracle``, ``g2l``,
+    ``nli:model=/models/deberta-mnli,chunk=350``.
     """
 
     kind: str
@@ -504,12 +590,31 @@ def _g2l(spec: MethodSpec, ctx: BuildContext) -> Method:
     return G2LMethod("G2LDetect", _need_model(spec, ctx))
 
 
+def _nli(spec: MethodSpec, ctx: BuildContext) -> Method:
+    from pathlib import Path
+
+    from ..detectors.nli import NLIModel
+
+    path = spec.get("model")
+    if not path:
+        raise ValueError("method 'nli' needs model=PATH (a local Hugging Face model directory)")
+    chunk = _int(spec, "chunk", 350) or 350
+    threshold = float(spec.get("threshold", "0.5") or 0.5)
+    batch = _int(spec, "batch", 8) or 8
+    model = NLIModel(path, batch_size=batch)  # NLIModelError (a ValueError) names the problem
+    label = f"NLI {Path(path).name} chunk={chunk}" + (
+        "" if threshold == 0.5 else f" t={threshold:g}"
+    )
+    return NLIChunkMethod(label, model, chunk_tokens=chunk, threshold=threshold)
+
+
 for _kind, _factory in (
     ("veritrail", _veritrail),
     ("oracle", _oracle),
     ("rag", _rag),
     ("direct", _direct),
     ("g2l", _g2l),
+    ("nli", _nli),
 ):
     register_method(_kind, _factory)
 

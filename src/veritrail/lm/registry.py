@@ -132,8 +132,8 @@ def get_provider(name: str | None = None, **options: Any) -> Provider:
     """Build the provider for `name` (see `resolve_name`); `options` go to its constructor.
 
     `fake/...` takes `replies=` and `responder=` like `FakeProvider`; `openai/...` takes
-    `base_url`, `api_key`, `timeout` and the Azure options; `local/...` takes `threads`,
-    `n_ctx` and `model_dir`. Options that are None are dropped, so CLI flags can be passed as-is.
+    `base_url`, `api_key`, `timeout` and the Azure options; `local/...` takes `threads`
+    (None = from the free cores), `n_ctx`, `parallel` and `model_dir`. Options that are None are dropped, so CLI flags can be passed as-is.
     """
     prefix, model = split_name(resolve_name(name))
     opts = {k: v for k, v in options.items() if v is not None}
@@ -147,6 +147,44 @@ def get_provider(name: str | None = None, **options: Any) -> Provider:
             f"{prefix}/ models do not take the option(s) {', '.join(unknown) or '?'}"
         ) from None
     return factory(model, **opts)
+
+
+def open_cache(cache: ResponseCache | str | Path | bool | None) -> ResponseCache | None:
+    """The response cache `cache` names: a `ResponseCache` as is, a path to one, True for the
+    default path (`$VERITRAIL_CACHE_DIR` or `~/.cache/veritrail/cache.sqlite`; off when
+    `VERITRAIL_CACHE=0`), False/None for none."""
+    if cache is True:
+        return None if os.environ.get("VERITRAIL_CACHE") == "0" else ResponseCache()
+    if cache is None or cache is False:
+        return None
+    if isinstance(cache, ResponseCache):
+        return cache
+    return ResponseCache(cache)
+
+
+def model_for(
+    provider: Provider,
+    *,
+    cache: ResponseCache | str | Path | bool | None = None,
+    concurrency: int | None = None,
+    retry: RetryPolicy | None = None,
+    prices: PriceTable | str | Path | None = None,
+    max_reasks: int | None = None,
+) -> Model:
+    """The `Model` wrapper `get_model` puts around a provider, around one given here (e.g. a
+    provider shared by several models, as `veritrail batch` shares one connection pool between
+    jobs). The arguments are `get_model`'s."""
+    policy = retry if retry is not None else retry_policy_from_env()
+    table = PriceTable.from_file(prices) if isinstance(prices, (str, Path)) else prices
+    default_conc = int(getattr(provider, "default_concurrency", 8))
+    return Model(
+        provider,
+        cache=open_cache(cache),
+        concurrency=concurrency or default_conc,
+        retry=policy,
+        prices=table,
+        max_reasks=DEFAULT_MAX_REASKS if max_reasks is None else max_reasks,
+    )
 
 
 def get_model(
@@ -166,43 +204,53 @@ def get_model(
         cache: a `ResponseCache`, a path to one, True for the default path
             (`$VERITRAIL_CACHE_DIR` or `~/.cache/veritrail/cache.sqlite`), False/None for none.
             `VERITRAIL_CACHE=0` turns the default off.
-        concurrency: calls in flight at once (default 8; the embedded model defaults to 1, as
-            llama.cpp on CPU answers one request at a time and queued ones would time out).
+        concurrency: calls in flight at once (default 8; the embedded model defaults to its
+            server slots, `LocalProvider.parallel`: 1 unless `VERITRAIL_LOCAL_PARALLEL` says
+            otherwise).
         retry: the retry policy (default: `retry_policy_from_env()`).
         prices: a `PriceTable` or a JSON price file (default: built-in + `VERITRAIL_PRICES`).
         max_reasks: re-asks after an unreadable structured reply (default 3; each at a higher
             temperature, see `lm.model.reask_temperature`).
         options: provider options (see `get_provider`).
     """
-    policy = retry if retry is not None else retry_policy_from_env()
-    provider = get_provider(name, **options)
-    if cache is True:
-        the_cache: ResponseCache | None = (
-            None if os.environ.get("VERITRAIL_CACHE") == "0" else ResponseCache()
-        )
-    elif cache is None or cache is False:
-        the_cache = None
-    elif isinstance(cache, ResponseCache):
-        the_cache = cache
-    else:
-        the_cache = ResponseCache(cache)
-    table = PriceTable.from_file(prices) if isinstance(prices, (str, Path)) else prices
-    default_conc = int(getattr(provider, "default_concurrency", 8))
-    return Model(
-        provider,
-        cache=the_cache,
-        concurrency=concurrency or default_conc,
+    policy = retry if retry is not None else retry_policy_from_env()  # bad env: before building
+    return model_for(
+        get_provider(name, **options),
+        cache=cache,
+        concurrency=concurrency,
         retry=policy,
-        prices=table,
-        max_reasks=DEFAULT_MAX_REASKS if max_reasks is None else max_reasks,
+        prices=prices,
+        max_reasks=max_reasks,
     )
+
+
+def describe_fatal(exc: BaseException, endpoint: str | None = None) -> str:
+    """One line for a fatal endpoint error (`Model.fatal`, an `EndpointError`): the HTTP status,
+    the endpoint (credentials removed; `endpoint` when the error names none) and the cause
+    (`ProviderError.cause` when the provider gave one), redacted."""
+    from ..redaction import redact, redact_url
+
+    cause = getattr(exc, "cause", None)
+    msg = redact(str(cause or exc)).strip() or type(exc).__name__
+    status = getattr(exc, "status", None)
+    if status is not None and f"HTTP {status}" not in msg:
+        msg = f"HTTP {status}: {msg}"
+    ep_raw = getattr(exc, "endpoint", None) or endpoint
+    if ep_raw:
+        ep = redact_url(str(ep_raw))
+        if ep not in msg:
+            msg += f" (endpoint {ep})"
+    return msg
 
 
 __all__ = [
     "DEFAULT_MODEL",
     "ModelNameError",
+    "describe_fatal",
     "get_model",
     "get_provider",
+    "model_for",
+    "open_cache",
     "providers",
     "register_provider",
     "resolve_name",

@@ -34,8 +34,9 @@ from typing import TYPE_CHECKING, Any
 from ..claims import ClaimsFileError, load_claims
 from ..dag import Dag, DagValidationError, load_dag
 from ..lm.base import ProviderError
+from ..lm.registry import describe_fatal
 from ..records import Claim, ClaimResult, Termination
-from ..redaction import MASK, redact, redact_url
+from ..redaction import MASK, redact
 from ..report import atomic_write_text, build_report, write_report
 from ..runstore import (
     RUN_FILE,
@@ -45,9 +46,11 @@ from ..runstore import (
     default_run_dir,
     file_sha256,
     lock_run_dir,
+    result_config,
     run_fingerprint,
+    stored_settings,
 )
-from ..settings import RESULT_SETTINGS, SETTING_NAMES, Settings
+from ..settings import SETTING_NAMES, Settings
 
 if TYPE_CHECKING:
     from ..lm.model import Model
@@ -164,21 +167,6 @@ def html_target(html: str | None, out: Path | None) -> Path | None:
             raise JobInputError("--html without a file name needs --out (the HTML goes beside it)")
         return out.with_suffix(".html")
     return Path(html)
-
-
-def result_config(settings: Settings, oracle_path: str | None) -> dict[str, Any]:
-    """The settings that determine a run's results, plus the oracle file's content hash."""
-    d = settings.to_dict()
-    out = {k: d[k] for k in RESULT_SETTINGS if k in d}
-    if oracle_path is not None:
-        out["oracle_sha256"] = file_sha256(oracle_path)
-    if settings.prompt_dir:
-        # Prompt overrides change results as much as the packaged templates do.
-        h = hashlib.sha256()
-        for f in sorted(Path(settings.prompt_dir).glob("*.md")):
-            h.update(f.name.encode("utf-8") + b"\0" + f.read_bytes() + b"\0")
-        out["prompt_dir_sha256"] = h.hexdigest()
-    return out
 
 
 def load_job_dag(dag_path: str, *, freeze_gc: bool = True) -> Dag:
@@ -533,39 +521,30 @@ def build_model(job: Job) -> Model:
 def _steps(job: Job, model: Model | None) -> Steps:
     from ..loop import lm_steps
 
+    s = job.settings
+    plugged = {"decomposer": s.decomposer, "selector": s.selector, "judge": s.judge}
     if job.oracle_path is not None:
         from ..oracle import Oracle, OracleError
 
+        if any(plugged.values()):
+            raise JobInputError(
+                "--oracle answers every step: it cannot be combined with --decomposer, "
+                "--selector or --judge"
+            )
         try:
             return Oracle.from_file(job.oracle_path).steps()
         except OracleError as exc:
             raise JobInputError(str(exc)) from None
     assert model is not None
-    return lm_steps(model, sample_temperature=job.settings.sample_temperature)
+    steps = lm_steps(model, sample_temperature=job.settings.sample_temperature)
+    if any(plugged.values()):
+        from ..plugins import apply_steps, load_steps
 
-
-def stored_settings(settings: Settings) -> dict[str, Any]:
-    """Settings as run.json keeps them: the base URL without user and password."""
-    d = settings.to_dict()
-    if d.get("base_url"):
-        d["base_url"] = redact_url(str(d["base_url"]))
-    return d
-
-
-def describe_fatal(exc: BaseException, endpoint: str | None) -> str:
-    """One line for a fatal endpoint error: the HTTP status, the endpoint (credentials removed)
-    and the cause (`ProviderError.cause` when the provider gave one), redacted."""
-    cause = getattr(exc, "cause", None)
-    msg = redact(str(cause or exc)).strip() or type(exc).__name__
-    status = getattr(exc, "status", None)
-    if status is not None and f"HTTP {status}" not in msg:
-        msg = f"HTTP {status}: {msg}"
-    ep_raw = getattr(exc, "endpoint", None) or endpoint
-    if ep_raw:
-        ep = redact_url(str(ep_raw))
-        if ep not in msg:
-            msg += f" (endpoint {ep})"
-    return msg
+        try:  # before any model call: a bad spec is exit 2 with its reason
+            steps = apply_steps(steps, load_steps(plugged, model=model))
+        except ValueError as exc:
+            raise JobInputError(redact(str(exc))) from None
+    return steps
 
 
 def _fatal_of(model: Model | None) -> BaseException | None:
@@ -792,6 +771,8 @@ async def run_job(
             "wall_seconds": round(time.perf_counter() - t0, 3),
             "run_dir": str(job.run_dir),
             "resumed_claims": len(finished),
+            # The gate this run applied, so that a loaded report's exit_code is the run's.
+            "max_unsupported": job.settings.max_unsupported,
         }
         ext = store.info.extra.get("extraction_cost")
         if ext:
