@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .config import VerifyConfig
 from .dag import Dag
 from .evidence import ReadPlan, render_excerpts
+from .lm.pricing import Price
 from .prompting import fence, load_prompt
 from .records import Claim
 from .segment import SentenceIndex
@@ -68,12 +69,16 @@ class StepEstimate:
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cacheable_input_tokens: int = 0
+    """Of `input_tokens`, those that repeat a prompt prefix an earlier call of the run sent (see
+    `estimate_run`): what a provider with prompt (prefix) caching can serve from its cache."""
 
     def __add__(self, other: StepEstimate) -> StepEstimate:
         return StepEstimate(
             self.calls + other.calls,
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
+            self.cacheable_input_tokens + other.cacheable_input_tokens,
         )
 
 
@@ -99,6 +104,11 @@ class Scenario:
     def output_tokens(self) -> int:
         """All output tokens."""
         return sum(s.output_tokens for s in self.steps.values())
+
+    @property
+    def cacheable_input_tokens(self) -> int:
+        """All input tokens that repeat an earlier call's prompt prefix."""
+        return sum(s.cacheable_input_tokens for s in self.steps.values())
 
     def __add__(self, other: Scenario) -> Scenario:
         keys = dict.fromkeys([*self.steps, *other.steps])
@@ -179,6 +189,12 @@ class _Prompts:
             len(v) for v in self._claim_vars(_PLACEHOLDER).values()
         )
         return estimate_tokens("x" * chars)
+
+    def system_tokens(self, step: str) -> int:
+        """Tokens of a step's system prompt: the prefix every call of that step shares."""
+        prompt = {DECOMPOSITION: self.decompose, EVIDENCE: self.evidence, VERDICT: self.verdict}
+        p = prompt.get(step)
+        return estimate_tokens(p.system) if p is not None else 0
 
     def decompose_tokens(self, text: str) -> int:
         msgs = self.decompose.render(context_block="", statement=fence(text, "statement"))
@@ -340,18 +356,39 @@ def estimate_claim(
     )
 
 
+def _with_cacheable(s: Scenario, prompts: _Prompts, shared_evidence: int, samples: int) -> Scenario:
+    """`s` with `cacheable_input_tokens` filled in: every call of a step after its first repeats
+    the step's system prompt; the evidence prompts of every claim but the first repeat the
+    excerpts the first claim's prompts sent (`shared_evidence` claim-independent tokens), and
+    each soft-prediction sample after the first repeats its whole prompt but the claim."""
+    steps: dict[str, StepEstimate] = {}
+    for name, st in s.steps.items():
+        cacheable = max(0, st.calls - 1) * prompts.system_tokens(name)
+        if name == EVIDENCE:
+            cacheable = max(cacheable, shared_evidence)
+        if samples > 1:
+            cacheable = max(cacheable, st.input_tokens * (samples - 1) // samples)
+        steps[name] = replace(st, cacheable_input_tokens=min(st.input_tokens, cacheable))
+    return Scenario(steps, s.iterations, s.nodes_read)
+
+
 def estimate_run(
     dag: Dag,
     claims: Sequence[Claim] | None,
     config: VerifyConfig,
     *,
-    price: tuple[float, float] | None = None,
+    price: Price | tuple[float, float] | None = None,
     sentences: SentenceIndex | None = None,
 ) -> RunEstimate:
     """Estimate a run. `claims=None` means claims will be extracted from the terminal node:
     then extraction calls are added and one claim per terminal sentence is assumed.
 
-    `price` is (USD per 1M input tokens, USD per 1M output tokens), None when unknown.
+    `price` is a `lm.pricing.Price` or (USD per 1M input tokens, USD per 1M output tokens),
+    None when unknown. A `Price` with a cached-input rate prices each scenario's
+    `cacheable_input_tokens` at that rate: the figure a provider with automatic prefix caching
+    (OpenAI, vLLM, the embedded llama.cpp server) can reach, since every call sends the system
+    prompt first, then the excerpts, then the claim. It is an upper bound of the saving:
+    providers cache only what they still hold (OpenAI: prompts of 1,024 tokens or more).
     """
     index = sentences or SentenceIndex(dag)
     prompts = _Prompts()
@@ -375,12 +412,25 @@ def estimate_run(
             out = out + getattr(ce, pick)
         return out
 
-    lower, est, upper = total("lower"), total("estimate"), total("upper")
+    def shared(pick: str) -> int:
+        # Claim-independent evidence tokens of every claim after the first: the claims read
+        # the same batches under the estimator's assumptions, so those prefixes were sent.
+        ev = [getattr(ce, pick).steps.get(EVIDENCE, StepEstimate()) for ce in per]
+        deltas = [prompts.claim_delta(c.text) for c in claims]
+        own = [e.input_tokens - e.calls * d for e, d in zip(ev, deltas, strict=True)]
+        return sum(max(0, o) for o in own[1:])
+
+    k = config.samples
+    lower, est, upper = (
+        _with_cacheable(total(pick), prompts, shared(pick), k)
+        for pick in ("lower", "estimate", "upper")
+    )
+    the_price = price if isinstance(price, Price) or price is None else Price(price[0], price[1])
 
     def dollars(s: Scenario) -> float | None:
-        if price is None:
+        if the_price is None:
             return None
-        return (s.input_tokens * price[0] + s.output_tokens * price[1]) / 1_000_000
+        return the_price.dollars(s.input_tokens, s.output_tokens, s.cacheable_input_tokens)
 
     return RunEstimate(
         per, extraction, lower, est, upper, dollars(lower), dollars(est), dollars(upper)

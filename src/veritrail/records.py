@@ -117,6 +117,10 @@ class StepCost:
     input_tokens: int = 0
     output_tokens: int = 0
     dollars: float = 0.0
+    cached_input_tokens: int = 0
+    """Of `input_tokens`, those the provider answered from its prompt (prefix) cache. Counted
+    for the summary, the eval figures and the benchmarks; not written into the report (it
+    depends on what the server held, so it differs between identical runs: docs/report.md)."""
 
     def __add__(self, other: StepCost) -> StepCost:
         return StepCost(
@@ -125,6 +129,7 @@ class StepCost:
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.dollars + other.dollars,
+            self.cached_input_tokens + other.cached_input_tokens,
         )
 
 

@@ -96,7 +96,11 @@ def claim_to_dict(r: ClaimResult) -> dict[str, Any]:
             "nodes_read": r.cost.nodes_read,
             "nodes_read_share": r.cost.nodes_read_share,
             "wall_seconds": round(r.cost.wall_seconds, 3),
-            "per_step": {k: asdict(v) for k, v in sorted(r.cost.per_step.items())},
+            # cached_input_tokens stays out of report v1: it varies between identical runs.
+            "per_step": {
+                k: {f: x for f, x in asdict(v).items() if f != "cached_input_tokens"}
+                for k, v in sorted(r.cost.per_step.items())
+            },
         },
     }
 

@@ -92,9 +92,9 @@ def test_response_cache_roundtrip_stats_and_clear(tmp_path: Path) -> None:
 
 def test_price_table_lookup_and_override(tmp_path: Path) -> None:
     t = PriceTable()
-    assert t.lookup("openai", "gpt-4o") == Price(2.5, 10.0)
-    assert t.lookup("openai", "gpt-4o-mini") == Price(0.15, 0.6)  # longest prefix wins
-    assert t.lookup("openai", "gpt-4o-2024-08-06") == Price(2.5, 10.0)
+    assert t.lookup("openai", "gpt-4o") == Price(2.5, 10.0, 1.25)
+    assert t.lookup("openai", "gpt-4o-mini") == Price(0.15, 0.6, 0.075)  # longest prefix wins
+    assert t.lookup("openai", "gpt-4o-2024-08-06") == Price(2.5, 10.0, 1.25)
     assert t.lookup("openai", "my-finetune") is None
     assert t.lookup("local", "qwen2.5-coder-1.5b") == Price(0.0, 0.0)
     f = tmp_path / "prices.json"

@@ -108,6 +108,16 @@ from .common import fail as _fail
 )
 @click.option("--no-plots", is_flag=True, help="Skip the PNG/SVG plots.")
 @click.option(
+    "--quiet", is_flag=True, help="No progress lines on stderr (the results are still printed)."
+)
+@click.option(
+    "--progress-interval",
+    type=click.FloatRange(min=1.0),
+    default=30.0,
+    show_default=True,
+    help="Seconds between progress lines when stderr is not a terminal.",
+)
+@click.option(
     "--save-dataset",
     type=click.Path(dir_okay=False),
     default=None,
@@ -134,6 +144,8 @@ def eval_cmd(
     out_dir: str | None,
     fmt: str,
     no_plots: bool,
+    quiet: bool,
+    progress_interval: float,
     save_dataset: str | None,
 ) -> None:
     """Run detectors on DATASET and print a results table (rows = methods, columns = metrics).
@@ -144,7 +156,7 @@ def eval_cmd(
     from ..eval.baselines import BuildContext, build_method
     from ..eval.datasets import DatasetError, open_dataset
     from ..eval.datasets import save_dataset as write_dataset
-    from ..eval.runner import run_eval, summarize
+    from ..eval.runner import EvalProgress, run_eval, summarize
     from ..eval.tables import render_markdown, render_terminal, summary_to_json
 
     try:
@@ -194,14 +206,43 @@ def eval_cmd(
     except (ValueError, RuntimeError) as exc:
         _fail(str(exc))
 
-    def progress(_: str, done: int, total: int) -> None:
-        if fmt == "table" and sys.stderr.isatty():
-            click.echo(f"\r{done}/{total} items", err=True, nl=done == total)
+    # Progress as `verify` shows it (issue 19): items done per method, calls, tokens, dollars,
+    # elapsed and time left, on stderr. A terminal gets one line rewritten in place every
+    # second; a file or pipe gets a line every --progress-interval seconds and one at the end.
+    figures = EvalProgress([m.name for m in built], len(ds.items))
+    tty = sys.stderr.isatty()
+    if model is not None:
+        chained = model.on_call
+
+        def on_call(event: Any) -> None:
+            figures.call(event)
+            if chained is not None:
+                chained(event)
+
+        model.on_call = on_call
+
+    def show(final: bool = False) -> None:
+        if quiet:
+            return
+        if tty:
+            click.echo("\r\x1b[K" + figures.line(), err=True, nl=final)
+        else:
+            click.echo(figures.line(), err=True)
+
+    async def ticker() -> None:
+        while True:
+            await asyncio.sleep(1.0 if tty else progress_interval)
+            show()
 
     async def go() -> Any:
+        task = asyncio.create_task(ticker())
         try:
-            return await run_eval(ds, built, max_parallel_items=parallel_items, progress=progress)
+            return await run_eval(
+                ds, built, max_parallel_items=parallel_items, progress=figures.item_done
+            )
         finally:
+            task.cancel()
+            show(final=True)
             if model is not None:
                 await model.aclose()
 

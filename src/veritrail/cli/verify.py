@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import click
 
+from ..lm.pricing import Price
 from ..lm.registry import describe_fatal
 from ..records import Claim
 from ..redaction import redact, redact_url, url_secret
@@ -204,7 +205,7 @@ def print_dry_run(job: Job) -> None:
     echo("settings (value, source):")
     for name, value, source in settings_table(s):
         echo(f"  {name:<28} {value:<24} {source}")
-    price: tuple[float, float] | None = None
+    price: Price | None = None
     if job.oracle_path is None:
         from ..lm.pricing import PriceTable
         from ..lm.registry import split_name
@@ -214,8 +215,7 @@ def print_dry_run(job: Job) -> None:
             table = PriceTable.from_file(s.prices) if s.prices else PriceTable()
         except (OSError, ValueError) as exc:
             fail(str(exc) if str(s.prices) in str(exc) else f"price file {s.prices}: {exc}")
-        p = table.lookup(prov, mdl)
-        price = (p.input, p.output) if p is not None else None
+        price = table.lookup(prov, mdl)  # with its cached-input rate, when it has one
     if s.prompt_dir:
         from ..prompting import set_prompt_dir
 

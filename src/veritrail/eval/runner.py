@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ..records import ErrorStageStatus
 from ..segment import SentenceIndex
@@ -47,7 +48,120 @@ class EvalRun:
 
 
 Progress = Callable[[str, int, int], None]
-"""Called as (method name, items done, items total)."""
+"""Called as (method name, items that method has finished, items total), each time a method
+finishes an item."""
+
+
+class CallLike(Protocol):
+    """The fields of `lm.model.CallEvent` that `EvalProgress` reads."""
+
+    @property
+    def cached(self) -> bool: ...
+    @property
+    def input_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+    @property
+    def dollars(self) -> float: ...
+    @property
+    def error(self) -> str | None: ...
+
+
+def _fmt_int(n: float) -> str:
+    return f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.1f}k" if n >= 1e4 else f"{int(n)}"
+
+
+def _fmt_duration(s: float) -> str:
+    s = max(0, round(s))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+@dataclass
+class EvalProgress:
+    """The running figures of `veritrail eval` and its status line (as `verify` shows).
+
+    Feeds: `item_done` (the `progress` callback of `run_eval`) and `call` (the model's
+    `on_call`, one event per call, response-cache hits included). Everything runs on the event
+    loop's thread, so no locking. The estimate of the time left assumes the (item, method) pairs
+    still to do take as long as the finished ones did on average.
+    """
+
+    methods: Sequence[str]
+    items: int
+    clock: Callable[[], float] = time.monotonic
+    done: dict[str, int] = field(default_factory=dict)
+    calls: int = 0
+    cached_calls: int = 0
+    failed_calls: int = 0
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    """Prompt tokens the provider served from its prompt (prefix) cache."""
+    output_tokens: int = 0
+    dollars: float = 0.0
+    started: float = field(default=0.0)
+
+    def __post_init__(self) -> None:
+        self.started = self.clock()
+        for m in self.methods:
+            self.done.setdefault(m, 0)
+
+    def item_done(self, method: str, done: int, total: int) -> None:
+        """`run_eval(progress=...)` hook."""
+        self.done[method] = done
+        self.items = total
+
+    def call(self, event: CallLike) -> None:
+        """`Model(on_call=...)` hook."""
+        if event.error is not None:
+            self.failed_calls += 1
+            return
+        self.calls += 1
+        self.cached_calls += int(event.cached)
+        self.input_tokens += event.input_tokens
+        self.cached_input_tokens += int(getattr(event, "cached_input_tokens", 0) or 0)
+        self.output_tokens += event.output_tokens
+        self.dollars += event.dollars
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the eval started."""
+        return self.clock() - self.started
+
+    def eta(self) -> float | None:
+        """Seconds left, from the pace of the (item, method) pairs finished so far."""
+        finished = sum(self.done.values())
+        left = self.items * len(self.methods) - finished
+        if finished <= 0 or left <= 0:
+            return None
+        return self.elapsed / finished * left
+
+    def finished(self) -> bool:
+        """Whether every method has finished every item."""
+        return all(self.done.get(m, 0) >= self.items for m in self.methods)
+
+    def line(self) -> str:
+        """One status line: items done per method, calls, tokens, dollars, elapsed, time left."""
+        parts = [
+            "eval: " + ", ".join(f"{m} {self.done.get(m, 0)}/{self.items}" for m in self.methods),
+            f"calls {self.calls} (cache {self.cached_calls}"
+            + (f", failed {self.failed_calls}" if self.failed_calls else "")
+            + ")",
+            f"tokens {_fmt_int(self.input_tokens)} in"
+            + (
+                f" ({_fmt_int(self.cached_input_tokens)} prompt-cached)"
+                if self.cached_input_tokens
+                else ""
+            )
+            + f" / {_fmt_int(self.output_tokens)} out",
+            f"${self.dollars:.4f}",
+            f"{_fmt_duration(self.elapsed)} elapsed",
+        ]
+        eta = self.eta()
+        if eta is not None:
+            parts.append(f"~{_fmt_duration(eta)} left")
+        return " · ".join(parts)
 
 
 async def run_eval(
@@ -66,10 +180,9 @@ async def run_eval(
     if len(preds) != len(methods):
         raise ValueError("two methods share a name; give them different settings")
     sem = asyncio.Semaphore(max(1, max_parallel_items))
-    done = 0
+    done: Counter[str] = Counter()
 
     async def one(item_index: int) -> None:
-        nonlocal done
         item = ds.items[item_index]
         async with sem:
             dag = ds.dag(item)
@@ -77,9 +190,9 @@ async def run_eval(
             for m in methods:
                 for p in await m.predict(ctx):
                     preds[m.name][p.claim_key] = p
-        done += 1
-        if progress is not None:
-            progress("", done, len(ds.items))
+                done[m.name] += 1
+                if progress is not None:
+                    progress(m.name, done[m.name], len(ds.items))
 
     await asyncio.gather(*(one(i) for i in range(len(ds.items))))
     return EvalRun(ds.name, gold, [m.name for m in methods], preds, dict(ds.meta))

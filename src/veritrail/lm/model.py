@@ -13,7 +13,10 @@ Order (documented in docs/models.md): cache → retries → concurrency limit �
    this `Model` (waits between retries do not hold a slot).
 4. **Call**: the provider does the transport only.
 5. **Accounting**: calls, tokens and dollars per (claim, step); the claim comes from the context
-   variable set by `claim_scope`, so steps only pass their step name.
+   variable set by `claim_scope`, so steps only pass their step name. Prompt tokens the provider
+   reports as served from its prompt cache (`ModelOutput.cached_input_tokens`) are counted apart
+   (`StepCost.cached_input_tokens`) and priced at the cached-input rate (`lm.pricing.Price`). A
+   response-cache hit (step 1) sends nothing, so it has no prompt-cache tokens.
 
 Steps of the method only ever call `Model.generate` / `Model.generate_json` with a step name.
 """
@@ -146,6 +149,8 @@ class CallEvent:
     output_tokens: int
     dollars: float
     error: str | None = None
+    cached_input_tokens: int = 0
+    """Of `input_tokens`, those the provider served from its prompt (prefix) cache."""
 
 
 class Usage:
@@ -285,7 +290,9 @@ class Model:
         return self._sem
 
     def _dollars(self, out: ModelOutput) -> float:
-        return self._price.dollars(out.input_tokens, out.output_tokens) if self._price else 0.0
+        if self._price is None:
+            return 0.0
+        return self._price.dollars(out.input_tokens, out.output_tokens, out.cached_input_tokens)
 
     def _notify(self, event: CallEvent) -> None:
         if self.on_call is not None:
@@ -372,13 +379,23 @@ class Model:
                 input_tokens=out.input_tokens,
                 output_tokens=out.output_tokens,
                 dollars=dollars,
+                cached_input_tokens=out.cached_input_tokens,
             ),
         )
         # An empty reply is more often a glitch than an answer: do not make it permanent.
         if self.cache is not None and key is not None and out.text.strip():
             self.cache.put(step, key, self.name, out)
         self._notify(
-            CallEvent(step, claim, False, attempts, out.input_tokens, out.output_tokens, dollars)
+            CallEvent(
+                step,
+                claim,
+                False,
+                attempts,
+                out.input_tokens,
+                out.output_tokens,
+                dollars,
+                cached_input_tokens=out.cached_input_tokens,
+            )
         )
         return Generation(
             out.text, out.input_tokens, out.output_tokens, dollars=dollars, attempts=attempts

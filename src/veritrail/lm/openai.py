@@ -413,11 +413,16 @@ def _read_reply(data: Any, url: str) -> ModelOutput:
         choice = data["choices"][0]
         text = choice["message"].get("content") or ""
         usage = data.get("usage") or {}
+        input_tokens = int(usage.get("prompt_tokens") or 0)
+        details = usage.get("prompt_tokens_details")
+        cached = int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
         return ModelOutput(
             text=str(text),
-            input_tokens=int(usage.get("prompt_tokens") or 0),
+            input_tokens=input_tokens,
             output_tokens=int(usage.get("completion_tokens") or 0),
             finish_reason=choice.get("finish_reason"),
+            # Clamped: a server that counts differently must not make the uncached share negative.
+            cached_input_tokens=max(0, min(cached, input_tokens)),
         )
     except (KeyError, IndexError, TypeError, AttributeError, ValueError):
         cause = f"reply from {url} has no usable choice"

@@ -133,7 +133,8 @@ def get_provider(name: str | None = None, **options: Any) -> Provider:
 
     `fake/...` takes `replies=` and `responder=` like `FakeProvider`; `openai/...` takes
     `base_url`, `api_key`, `timeout` and the Azure options; `local/...` takes `threads`
-    (None = from the free cores), `n_ctx`, `parallel` and `model_dir`. Options that are None are dropped, so CLI flags can be passed as-is.
+    (None = from the free cores), `n_ctx`, `parallel` and `model_dir`. Options that are None are
+    dropped, so CLI flags can be passed as-is.
     """
     prefix, model = split_name(resolve_name(name))
     opts = {k: v for k, v in options.items() if v is not None}
