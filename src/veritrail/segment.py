@@ -240,45 +240,63 @@ def sentence_spans(text: str) -> list[Span]:
     handled); JSON documents get leaf units from `split_sentences` instead.
     """
     tok = _punkt()
-    out: list[Span] = []
     # CJK sentence ends, found with C-speed substring tests (no regex pass over every text).
-    cjk = not text.isascii() and any(c in text for c in _CJK_STOPS)
-    # German needs " und " (a C-speed substring test) before its word count is worth making.
-    german = " und " in text and _is_german(text)
-    if "```" in text or "~~~" in text:
+    cjk = not text.isascii() and (
+        "。" in text or "！" in text or "？" in text or "．" in text  # _CJK_STOPS, unrolled
+    )
+    # German needs " und " before its word count is worth making; English prose says " the "
+    # within its first words, which ends that test at once (a full scan for " und " cost 2 µs a
+    # text: bench_segment.py). A German text quoting " the " keeps nupunkt's cuts.
+    german = " the " not in text and " und " in text and _is_german(text)
+    # A single-character test (memchr) first: most texts have no backtick or tilde at all.
+    code = ("`" in text and "```" in text) or ("~" in text and "~~~" in text)
+    if not (cjk or german or code):
+        # English and most other text: nupunkt alone over each block, with no per-block test
+        # (bench_segment.py: as fast as before this module knew other scripts).
+        out: list[Span] = []
+        for a, b in _blocks(text):
+            _add_spans(tok, _LINE_BREAK.sub(" ", text[a:b]), a, out)
+        return out
+    return _spans_beyond_english(text, tok, cjk=cjk, german=german, code=code)
+
+
+def _add_spans(tok: Callable[[str], list[Span]], flat: str, base: int, out: list[Span]) -> None:
+    """Append nupunkt's sentences of `flat` (which starts at offset `base` of the text), each
+    trimmed to its first and last non-whitespace character; `flat` has one space per line
+    break, so offsets still match the text."""
+    for s, e in tok(flat):
+        piece = flat[s:e]
+        lead = len(piece) - len(piece.lstrip())
+        trail = len(piece) - len(piece.rstrip())
+        if e - s > lead:
+            out.append((base + s + lead, base + e - trail))
+
+
+def _spans_beyond_english(
+    text: str, tok: Callable[[str], list[Span]], *, cjk: bool, german: bool, code: bool
+) -> list[Span]:
+    """`sentence_spans` for a text with CJK sentence ends, German function words or fenced code."""
+    out: list[Span] = []
+    fenced: set[int] = set()
+    if code:
         blocks: list[Span] = []
-        code = _fenced(text)
         at = 0
-        for a, b in code:
+        for a, b in _fenced(text):
             blocks.extend((at + s, at + e) for s, e in _blocks(text[at:a]))
             blocks.append((a, b))
+            fenced.add(a)
             at = b
         blocks.extend((at + s, at + e) for s, e in _blocks(text[at:]))
-        fenced = {a for a, _ in code}
     else:
-        blocks, fenced = _blocks(text), set()
+        blocks = _blocks(text)
     for a, b in blocks:
-        if fenced and a in fenced:
+        if a in fenced:
             out.append((a, b))  # fenced code: one unit, kept whole
             continue
-        flat = _LINE_BREAK.sub(" ", text[a:b])  # one space per break, so offsets still match
-        if not (cjk or german):  # English and most other text: nupunkt alone
-            for s, e in tok(flat):
-                piece = flat[s:e]
-                lead = len(piece) - len(piece.lstrip())
-                trail = len(piece) - len(piece.rstrip())
-                if e - s > lead:
-                    out.append((a + s + lead, a + e - trail))
-            continue
+        flat = _LINE_BREAK.sub(" ", text[a:b])
         first = len(out)
         for p, q in _cjk_pieces(flat) if cjk else ((0, len(flat)),):
-            part = flat[p:q]
-            for s, e in tok(part):
-                piece = part[s:e]
-                lead = len(piece) - len(piece.lstrip())
-                trail = len(piece) - len(piece.rstrip())
-                if e - s > lead:
-                    out.append((a + p + s + lead, a + p + e - trail))
+            _add_spans(tok, flat[p:q], a + p, out)
         if german and len(out) - first > 1:
             out[first:] = _merge_german(text, out[first:])
     return out
@@ -357,7 +375,7 @@ def split_sentences(text: str) -> list[str]:
 
 def _join_lines(s: str) -> str:
     parts = [part.strip() for part in s.splitlines() if part.strip()]
-    if not _CJK.search(s):
+    if s.isascii() or not _CJK.search(s):
         return " ".join(parts)
     joined = parts[0]
     for part in parts[1:]:  # CJK writes no spaces between words: join CJK to CJK directly
