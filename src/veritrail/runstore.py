@@ -17,12 +17,10 @@ it is what makes the re-run of a claim that was in flight at the kill cost no mo
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
 import os
-import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,7 +29,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from .records import Claim, ClaimResult, Termination
 from .redaction import redact_obj
-from .report import claim_from_dict, claim_to_dict
+from .report import atomic_write_text, claim_from_dict, claim_to_dict
 
 if TYPE_CHECKING:
     from .settings import Settings
@@ -211,19 +209,9 @@ def default_run_dir(root: str | Path, dag_path: str | Path, fingerprint: str) ->
 
 
 def _write_json_atomic(path: Path, doc: Any) -> None:
-    # A unique temporary name (mkstemp) in the same directory: two writers never share a
-    # temporary file, and os.replace within one file system is atomic.
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(redact_obj(doc), ensure_ascii=False, indent=2) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    # The reports' atomic writer (a unique temporary name in the same directory, then
+    # os.replace), plus an fsync of the directory so the rename itself is durable.
+    atomic_write_text(path, json.dumps(redact_obj(doc), ensure_ascii=False, indent=2) + "\n")
     _fsync_dir(path.parent)
 
 

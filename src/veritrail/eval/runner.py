@@ -13,8 +13,9 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
+from ..progress import CallLike, fmt_duration, fmt_int
 from ..records import ErrorStageStatus
 from ..segment import SentenceIndex
 from .baselines import ItemContext, Method, Prediction
@@ -50,32 +51,6 @@ class EvalRun:
 Progress = Callable[[str, int, int], None]
 """Called as (method name, items that method has finished, items total), each time a method
 finishes an item."""
-
-
-class CallLike(Protocol):
-    """The fields of `lm.model.CallEvent` that `EvalProgress` reads."""
-
-    @property
-    def cached(self) -> bool: ...
-    @property
-    def input_tokens(self) -> int: ...
-    @property
-    def output_tokens(self) -> int: ...
-    @property
-    def dollars(self) -> float: ...
-    @property
-    def error(self) -> str | None: ...
-
-
-def _fmt_int(n: float) -> str:
-    return f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.1f}k" if n >= 1e4 else f"{int(n)}"
-
-
-def _fmt_duration(s: float) -> str:
-    s = max(0, round(s))
-    if s >= 3600:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
 
 
 @dataclass
@@ -148,19 +123,19 @@ class EvalProgress:
             f"calls {self.calls} (cache {self.cached_calls}"
             + (f", failed {self.failed_calls}" if self.failed_calls else "")
             + ")",
-            f"tokens {_fmt_int(self.input_tokens)} in"
+            f"tokens {fmt_int(self.input_tokens)} in"
             + (
-                f" ({_fmt_int(self.cached_input_tokens)} prompt-cached)"
+                f" ({fmt_int(self.cached_input_tokens)} prompt-cached)"
                 if self.cached_input_tokens
                 else ""
             )
-            + f" / {_fmt_int(self.output_tokens)} out",
+            + f" / {fmt_int(self.output_tokens)} out",
             f"${self.dollars:.4f}",
-            f"{_fmt_duration(self.elapsed)} elapsed",
+            f"{fmt_duration(self.elapsed)} elapsed",
         ]
         eta = self.eta()
         if eta is not None:
-            parts.append(f"~{_fmt_duration(eta)} left")
+            parts.append(f"~{fmt_duration(eta)} left")
         return " · ".join(parts)
 
 
