@@ -9,6 +9,7 @@ ever hold sentences that exist.
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
@@ -40,8 +41,10 @@ _T = TypeVar("_T")
 _R = TypeVar("_R")
 
 
+@functools.lru_cache(maxsize=512)
 def selection_schema(n_sentences: int) -> dict[str, Any]:
-    """The reply schema for a prompt of `n_sentences` sentences.
+    """The reply schema for a prompt of `n_sentences` sentences (one shared object per size:
+    the model layer remembers per schema object whether strict mode accepts it; do not mutate).
 
     `maxItems` bounds the id lists by the prompt's size (a range counts as one item, so the bound
     never excludes a correct reply); grammar-constrained local models otherwise tend to list ids

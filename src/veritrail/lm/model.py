@@ -154,32 +154,42 @@ class CallEvent:
 
 
 class Usage:
-    """Token and call accounting per (claim, step); claim None = work outside any claim."""
+    """Token and call accounting per (claim, step); claim None = work outside any claim.
+
+    Kept per claim, so `for_claim` costs the claim's few steps: it is called as every claim
+    finishes, and a scan over all (claim, step) pairs made that quadratic in the claims of a run
+    (8-10 % of a batch worker's CPU at 1,500 claims, py-spy; benchmarks/README.md).
+    """
 
     def __init__(self) -> None:
-        self._by: dict[tuple[str | None, str], StepCost] = defaultdict(StepCost)
+        self._by: dict[str | None, dict[str, StepCost]] = defaultdict(dict)
 
     def add(self, claim: str | None, step: str, cost: StepCost) -> None:
         """Record one call's cost."""
-        self._by[(claim, step)] = self._by[(claim, step)] + cost
+        steps = self._by[claim]
+        prev = steps.get(step)
+        steps[step] = cost if prev is None else prev + cost
 
     def for_claim(self, claim: str | None) -> dict[str, StepCost]:
         """Cost per step for one claim."""
-        return {s: c for (cl, s), c in self._by.items() if cl == claim}
+        return dict(self._by.get(claim, {}))
 
     def total(self) -> StepCost:
         """Cost of everything recorded."""
         out = StepCost()
-        for c in self._by.values():
-            out = out + c
+        for steps in self._by.values():
+            for c in steps.values():
+                out = out + c
         return out
 
     def per_step(self) -> dict[str, StepCost]:
         """Cost per step over all claims."""
-        out: dict[str, StepCost] = defaultdict(StepCost)
-        for (_, s), c in self._by.items():
-            out[s] = out[s] + c
-        return dict(out)
+        out: dict[str, StepCost] = {}
+        for steps in self._by.values():
+            for s, c in steps.items():
+                prev = out.get(s)
+                out[s] = c if prev is None else prev + c
+        return out
 
 
 @dataclass

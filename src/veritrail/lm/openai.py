@@ -155,6 +155,22 @@ def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+_STRICT: dict[int, tuple[dict[str, Any], bool]] = {}
+
+
+def _strict_for(schema: dict[str, Any]) -> bool:
+    """`_strict_compatible`, remembered per schema object: the steps send the same few module-level
+    schemas on every call, and walking them each time was ~6 % of a batch worker's CPU (py-spy).
+    The entry keeps the schema alive, so its id cannot be reused; at most 64 are kept."""
+    hit = _STRICT.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    strict = _strict_compatible(schema)
+    if len(_STRICT) < 64:
+        _STRICT[id(schema)] = (schema, strict)
+    return strict
+
+
 def _strict_compatible(schema: Any) -> bool:
     """Whether OpenAI's strict mode accepts `schema` (closed objects, every property required)."""
     if isinstance(schema, dict):
@@ -299,7 +315,7 @@ class OpenAIProvider:
                 "json_schema": {
                     "name": config.schema_name,
                     "schema": config.json_schema,
-                    "strict": _strict_compatible(config.json_schema),
+                    "strict": _strict_for(config.json_schema),
                 },
             }
         elif fmt in (ResponseFormat.JSON_OBJECT, ResponseFormat.JSON_SCHEMA):
