@@ -66,28 +66,19 @@ VERDICT_STEP = "verdict"
 """Step name of verdict calls (`verdict.STEP`): each one ends an iteration of its claim."""
 
 
-@dataclass
-class RunFigures:
-    """Running totals of a run (mutable: updated as claims and calls finish)."""
+@dataclass(kw_only=True)
+class CallTotals:
+    """Model calls, tokens and dollars, counted from the model's call events (`Model.on_call`):
+    the figures `verify`'s progress and `veritrail eval`'s progress line share."""
 
-    total: int = 0
-    resumed: int = 0
-    done: int = 0
-    errors: int = 0
-    verdicts: Counter[str] = field(default_factory=Counter)
-    iterations_done: int = 0
     calls: int = 0
     cached_calls: int = 0
     failed_calls: int = 0
     input_tokens: int = 0
+    cached_input_tokens: int = 0
+    """Of `input_tokens`, those the provider served from its prompt (prefix) cache."""
     output_tokens: int = 0
     dollars: float = 0.0
-    in_flight: dict[str, int] = field(default_factory=dict)
-    """Claim id -> verdict calls seen so far, for claims started and not finished."""
-    retrying: int = 0
-    """Claims that ended in error in an earlier run and are verified again in this one."""
-    extracting: bool = False
-    """True while claims are being extracted from the final output (before verification)."""
 
     def call(self, event: CallLike) -> None:
         """Count one model call: answered (cache hits included) or failed after every retry."""
@@ -97,9 +88,32 @@ class RunFigures:
         self.calls += 1
         self.cached_calls += int(event.cached)
         self.input_tokens += event.input_tokens
+        self.cached_input_tokens += int(getattr(event, "cached_input_tokens", 0) or 0)
         self.output_tokens += event.output_tokens
         self.dollars += event.dollars
-        if event.claim is not None and event.step == VERDICT_STEP:
+
+
+@dataclass
+class RunFigures(CallTotals):
+    """Running totals of a run (mutable: updated as claims and calls finish)."""
+
+    total: int = 0
+    resumed: int = 0
+    done: int = 0
+    errors: int = 0
+    verdicts: Counter[str] = field(default_factory=Counter)
+    iterations_done: int = 0
+    in_flight: dict[str, int] = field(default_factory=dict)
+    """Claim id -> verdict calls seen so far, for claims started and not finished."""
+    retrying: int = 0
+    """Claims that ended in error in an earlier run and are verified again in this one."""
+    extracting: bool = False
+    """True while claims are being extracted from the final output (before verification)."""
+
+    def call(self, event: CallLike) -> None:
+        """Count one model call; a verdict call ends an iteration of its claim."""
+        super().call(event)
+        if event.error is None and event.claim is not None and event.step == VERDICT_STEP:
             self.in_flight[event.claim] = self.in_flight.get(event.claim, 0) + 1
 
     def started(self, claim_id: str) -> None:

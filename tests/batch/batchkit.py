@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+# The deterministic model of the resume tests (tests/ is on sys.path through its conftest).
+from test_resume import fenced, responder
 from veritrail.dag import Dag, save_dag
 from veritrail.runstore import RESULTS_FILE
 
@@ -49,11 +50,6 @@ def claims(k: int) -> list[str]:
     ]
 
 
-def fenced(text: str, label: str) -> str:
-    m = re.search(rf"<<< {label}\n(.*?)\n>>> end {label}", text, re.S)
-    return m.group(1) if m else ""
-
-
 def claim_of(request: dict[str, Any]) -> str:
     """The claim a request is about ("" when it cannot be told)."""
     msgs = request.get("messages") or []
@@ -61,32 +57,6 @@ def claim_of(request: dict[str, Any]) -> str:
         return ""
     user = msgs[-1]["content"]
     return fenced(user, "claim") or fenced(user, "statement")
-
-
-def responder(request: dict[str, Any]) -> str:
-    """A deterministic model: evidence = sentences naming the claim's item; verdict by content."""
-    msgs = request.get("messages")
-    if not msgs:
-        return "{}"
-    system, user = msgs[0]["content"], msgs[-1]["content"]
-    if system.startswith("You split factual"):
-        return json.dumps({"parts": [fenced(user, "statement")]})
-    claim = fenced(user, "claim")
-    item = re.search(r"Item (\d+)", claim)
-    key = f"item {item.group(1)}" if item else "\0"
-    if system.startswith("You find evidence"):
-        ids = [
-            int(i)
-            for i, s in re.findall(r"^\[(\d+)\] (.*)$", user, re.M)
-            if key in s.lower() or f"items {key[5:]} " in s.lower()
-        ]
-        return json.dumps(
-            {"selected_ids": ids, "context_ids": [], "summary": f"Mentions {key}.", "missing": ""}
-        )
-    if system.startswith("You judge"):
-        verdict = "Not Fully Supported" if "lost" in claim else "Fully Supported"
-        return json.dumps({"reasoning": f"Judged {key}.", "verdict": verdict})
-    raise AssertionError(system[:60])
 
 
 class HeldResponder:

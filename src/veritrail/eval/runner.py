@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..progress import CallLike, fmt_duration, fmt_int
+from ..progress import CallTotals, fmt_duration, fmt_int
 from ..records import ErrorStageStatus
 from ..segment import SentenceIndex
 from .baselines import ItemContext, Method, Prediction
@@ -54,7 +54,7 @@ finishes an item."""
 
 
 @dataclass
-class EvalProgress:
+class EvalProgress(CallTotals):
     """The running figures of `veritrail eval` and its status line (as `verify` shows).
 
     Feeds: `item_done` (the `progress` callback of `run_eval`) and `call` (the model's
@@ -67,14 +67,6 @@ class EvalProgress:
     items: int
     clock: Callable[[], float] = time.monotonic
     done: dict[str, int] = field(default_factory=dict)
-    calls: int = 0
-    cached_calls: int = 0
-    failed_calls: int = 0
-    input_tokens: int = 0
-    cached_input_tokens: int = 0
-    """Prompt tokens the provider served from its prompt (prefix) cache."""
-    output_tokens: int = 0
-    dollars: float = 0.0
     started: float = field(default=0.0)
 
     def __post_init__(self) -> None:
@@ -86,18 +78,6 @@ class EvalProgress:
         """`run_eval(progress=...)` hook."""
         self.done[method] = done
         self.items = total
-
-    def call(self, event: CallLike) -> None:
-        """`Model(on_call=...)` hook."""
-        if event.error is not None:
-            self.failed_calls += 1
-            return
-        self.calls += 1
-        self.cached_calls += int(event.cached)
-        self.input_tokens += event.input_tokens
-        self.cached_input_tokens += int(getattr(event, "cached_input_tokens", 0) or 0)
-        self.output_tokens += event.output_tokens
-        self.dollars += event.dollars
 
     @property
     def elapsed(self) -> float:
