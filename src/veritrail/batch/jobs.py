@@ -9,7 +9,6 @@ which records it in its job's run store at once (the same durable run directory 
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 from ..claims import ClaimsFileError, load_claims
 from ..config import VerifyConfig, fit_to_context, model_context_window
 from ..dag import Dag, DagValidationError, load_dag
-from ..records import Claim, ClaimResult, StepCost, Termination, Verdict
+from ..records import Claim, ClaimResult, Termination, Verdict
 from ..report import atomic_write_text, build_report
+from ..run.job import same_file
 from ..runstore import (
     RUN_FILE,
     RunStore,
@@ -158,15 +158,6 @@ class BatchJob:
         return result_config(self.settings, self.oracle_path)
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    if a.resolve() == b.resolve():
-        return True
-    try:
-        return a.exists() and b.exists() and os.path.samefile(a, b)
-    except OSError:
-        return False
-
-
 def _model_name(settings: Settings) -> str:
     from ..lm.registry import ModelNameError, resolve_name, split_name
 
@@ -293,7 +284,7 @@ def _check_outputs(manifest: Path, jobs: Sequence[BatchJob], extra: Iterable[Pat
             if p.is_dir():
                 problems.append(f"job {j.id}: {kind} {p} is a directory")
                 continue
-            clash = next((i for i in inputs if _same_file(p, i)), None)
+            clash = next((i for i in inputs if same_file(p, i)), None)
             if clash is not None:
                 problems.append(
                     f"job {j.id}: {kind} {p} is an input ({clash}); refusing to overwrite it"
@@ -435,34 +426,19 @@ async def open_store(job: BatchJob, model: Model | None) -> RunStore:
 
 
 async def _extract(job: BatchJob, model: Model | None, extra: dict[str, Any]) -> list[Claim]:
-    from ..extraction import LMClaimSource
     from ..lm.base import ProviderError
     from ..lm.registry import describe_fatal
+    from ..run.job import extract_claims
 
     assert model is not None
-    source = LMClaimSource(model, question=job.settings.question)
     try:
-        claims = await source.claims_for(job.dag.node(job.dag.terminal).text)
+        claims, kept = await extract_claims(model, job.dag, job.settings.question)
     except ProviderError as exc:
         raise ExtractionFailed(
             f"job {job.id}: claims could not be extracted: "
             f"{describe_fatal(exc, job.settings.base_url)}"
         ) from None
-    t = sum(model.usage.for_claim(None).values(), StepCost())  # the calls outside any claim
-    extra["extraction_cost"] = {
-        "lm_calls": t.lm_calls,
-        "cached_calls": t.cached_calls,
-        "input_tokens": t.input_tokens,
-        "output_tokens": t.output_tokens,
-        "dollars": round(t.dollars, 6),
-    }
-    if source.last is not None:
-        # Unreadable replies met while extracting a claim head that claim's issues; kept in
-        # run.json so a resumed batch still reports them (as `veritrail verify` keeps them).
-        extra["extraction_issues"] = {
-            cid: [{"kind": i.kind, "detail": i.detail} for i in got]
-            for cid, got in source.last.issues_by_claim().items()
-        }
+    extra.update(kept)
     return claims
 
 

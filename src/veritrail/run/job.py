@@ -237,7 +237,7 @@ def check_prompt_dir(prompt_dir: str) -> None:
             raise JobInputError(str(exc)) from None
 
 
-def _same_file(a: Path, b: Path) -> bool:
+def same_file(a: Path, b: Path) -> bool:
     """True when `a` and `b` name one file: the same resolved path, or (links, bind mounts,
     case-insensitive file systems) the same inode by `os.path.samefile`."""
     try:
@@ -270,11 +270,11 @@ def check_outputs(
     )
     for flag, path in outs:
         for what, given in inputs:
-            if _same_file(path, Path(given)):
+            if same_file(path, Path(given)):
                 raise JobInputError(f"{flag} {path} is the {what}; an input is never overwritten")
         if path.is_dir():
             raise JobInputError(f"{flag} {path} is a directory; give a file name")
-    if html is not None and out is not None and _same_file(out, html):
+    if html is not None and out is not None and same_file(out, html):
         raise JobInputError(
             f"--out and --html are the same file ({out}); give them different names"
         )
@@ -597,21 +597,10 @@ async def _open_store(
                 claims = existing.claims  # extracted by an earlier run: reuse them
         _write_dag_copy(job)
         if claims is None:
-            from ..extraction import LMClaimSource
-
             assert model is not None
             progress.extracting()
-            source = LMClaimSource(model, question=job.settings.question)
-            claims = await source.claims_for(job.dag.node(job.dag.terminal).text)
-            ext = model.usage.for_claim(None)
-            extra["extraction_cost"] = _cost_dict(ext.values())
-            if source.last is not None:
-                # Unreadable replies met while extracting a claim head that claim's issues; kept
-                # in run.json so a resumed run still reports them.
-                extra["extraction_issues"] = {
-                    cid: [{"kind": i.kind, "detail": i.detail} for i in got]
-                    for cid, got in source.last.issues_by_claim().items()
-                }
+            claims, kept = await extract_claims(model, job.dag, job.settings.question)
+            extra.update(kept)
         return RunStore.create_or_open(
             job.run_dir,
             fingerprint=job.fingerprint,
@@ -627,6 +616,26 @@ async def _open_store(
     except BaseException:
         lock.release()
         raise
+
+
+async def extract_claims(
+    model: Model, dag: Dag, question: str | None
+) -> tuple[list[Claim], dict[str, Any]]:
+    """The claims of `dag`'s final output, and what run.json keeps about their extraction:
+    `extraction_cost` (the calls made outside any claim) and `extraction_issues` (unreadable
+    replies met while extracting a claim head that claim's issues, so a resumed run still
+    reports them). Shared by `veritrail verify` and `veritrail batch`; raises `ProviderError`."""
+    from ..extraction import LMClaimSource
+
+    source = LMClaimSource(model, question=question)
+    claims = await source.claims_for(dag.node(dag.terminal).text)
+    kept: dict[str, Any] = {"extraction_cost": _cost_dict(model.usage.for_claim(None).values())}
+    if source.last is not None:
+        kept["extraction_issues"] = {
+            cid: [{"kind": i.kind, "detail": i.detail} for i in got]
+            for cid, got in source.last.issues_by_claim().items()
+        }
+    return claims, kept
 
 
 def _cost_dict(costs: Any) -> dict[str, Any]:
