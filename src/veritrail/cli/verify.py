@@ -142,7 +142,7 @@ def _execute(job: Job, *, quiet: bool, progress: Any, state: RunState) -> None:
         else:
             click.echo("\ninterrupted before any claim was started.", err=True)
         sys.exit(ExitCode.INTERRUPTED)
-    write_outputs(job, report)
+    write_outputs(job, report, written=state.report_file)
     if not quiet:
         print_summary(report, wall_seconds=report["run"].get("wall_seconds"))
         if job.out_path is not None:

@@ -493,6 +493,8 @@ class RunState:
         self.store: RunStore | None = None
         self.fatal: str | None = None
         """The fatal endpoint error that stopped the run (redacted), if one did."""
+        self.report_file: Path | None = None
+        """The run directory's copy of the final report, as `run_job` wrote it."""
 
 
 def build_model(job: Job) -> Model:
@@ -798,7 +800,7 @@ async def run_job(
             run=run_info,
             dag_path=job.dag_path,
         )
-        store.write_report(report)
+        state.report_file = store.write_report(report)
         errored = report["summary"]["verdicts"].get("error", 0)
         store.set_status(Status.INCOMPLETE if errored else Status.COMPLETE)
         return report
@@ -845,10 +847,18 @@ def record_interruption(job: Job, state: RunState) -> Interruption | None:
     return Interruption(len(store.done), len(store.claims), write_partial_report(job, store))
 
 
-def write_outputs(job: Job, report: Mapping[str, Any]) -> None:
-    """Write the job's JSON report (`--out`) and HTML report (`--html`), when it has them."""
+def write_outputs(job: Job, report: Mapping[str, Any], *, written: Path | None = None) -> None:
+    """Write the job's JSON report (`--out`) and HTML report (`--html`), when it has them.
+
+    `written`: a file already holding exactly `report` as `write_report` writes it (the run
+    directory's copy, `RunState.report_file`, when the report was not changed since): its bytes
+    are copied rather than the report encoded a second time (indented JSON goes through Python's
+    pure-Python encoder: seconds for a long trail's report)."""
     if job.out_path is not None:
-        write_report(report, job.out_path)
+        if written is not None and written.is_file():
+            atomic_write_text(job.out_path, written.read_text(encoding="utf-8"))
+        else:
+            write_report(report, job.out_path)
     if job.html_path is not None:
         from ..html import write_html
 
