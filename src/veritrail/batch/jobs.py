@@ -21,7 +21,8 @@ from ..config import VerifyConfig, fit_to_context, model_context_window
 from ..dag import Dag, DagValidationError, load_dag
 from ..records import Claim, ClaimResult, Termination, Verdict
 from ..report import atomic_write_text, build_report
-from ..run.job import same_file
+from ..run.job import JobInputError, same_file
+from ..run.job import model_name as job_model_name
 from ..runstore import (
     RUN_FILE,
     RunStore,
@@ -158,17 +159,6 @@ class BatchJob:
         return result_config(self.settings, self.oracle_path)
 
 
-def _model_name(settings: Settings) -> str:
-    from ..lm.registry import ModelNameError, resolve_name, split_name
-
-    name = resolve_name(settings.model)
-    try:
-        split_name(name)
-    except ModelNameError as exc:
-        raise BatchInputError(str(exc)) from None
-    return name
-
-
 def prepare_jobs(
     manifest_path: Path,
     entries: Sequence[ManifestJob],
@@ -237,7 +227,11 @@ def _prepare_one(
         except (OSError, ValueError, OracleError) as exc:
             raise BatchInputError(f"{e.oracle}: {exc}") from None
     oracle_path = str(e.oracle) if e.oracle is not None else None
-    model_name = "oracle" if oracle_path is not None else _model_name(settings)
+    try:
+        # verify's own check: a malformed base URL is bad input here too (exit 2, no call).
+        model_name = job_model_name(settings, oracle_path)
+    except JobInputError as exc:
+        raise BatchInputError(str(exc)) from None
     try:
         settings.verify_config()
     except ValueError as exc:
