@@ -37,13 +37,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from veritrail.config import VerifyConfig
 from veritrail.dag import Dag, load_dag
-from veritrail.evidence import _RUN_PLANS
-from veritrail.loop import verify_claim, verify_claims
-from veritrail.oracle import Oracle
+from veritrail.method.config import VerifyConfig
+from veritrail.method.evidence import _RUN_PLANS
+from veritrail.method.loop import verify_claim, verify_claims
+from veritrail.method.oracle import Oracle
+from veritrail.method.segment import SentenceIndex
 from veritrail.records import Claim, ClaimResult
-from veritrail.segment import SentenceIndex
 
 
 def _path_to_root(dag: Dag, rng: random.Random) -> list[str]:

@@ -40,16 +40,16 @@ from typing import Any
 
 from gen_dag import Prose
 
-from veritrail.config import VerifyConfig
 from veritrail.dag import Dag
 from veritrail.lm.cache import ResponseCache
 from veritrail.lm.capabilities import CapabilityStore
 from veritrail.lm.model import CallEvent, Model
 from veritrail.lm.openai import OpenAIProvider
 from veritrail.lm.retry import RetryPolicy
-from veritrail.loop import lm_steps, verify_claims
+from veritrail.method.config import VerifyConfig
+from veritrail.method.loop import lm_steps, verify_claims
+from veritrail.method.segment import SentenceIndex
 from veritrail.records import Claim, ClaimResult
-from veritrail.segment import SentenceIndex
 from veritrail.testing import FakeOpenAIServer
 
 

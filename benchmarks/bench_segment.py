@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from veritrail.dag import load_dag
-from veritrail.segment import SentenceIndex, split_sentences
+from veritrail.method.segment import SentenceIndex, split_sentences
 
 REPEAT = 3
 
@@ -114,7 +114,7 @@ def compare(rev: str, data: Path) -> None:
     global split_sentences
     repo = Path(__file__).resolve().parents[1]
     src = subprocess.run(
-        ["git", "-C", str(repo), "show", f"{rev}:src/veritrail/segment.py"],
+        ["git", "-C", str(repo), "show", f"{rev}:src/veritrail/method/segment.py"],
         capture_output=True,
         text=True,
         check=True,

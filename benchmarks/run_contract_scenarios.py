@@ -3,10 +3,10 @@
     python benchmarks/run_contract_scenarios.py
 
 Each scenario runs `veritrail` in a subprocess, in a temporary directory, against the loopback
-`FakeOpenAIServer` (8 claims over the 13-node, 3-stage DAG of tests/test_resume.py, whose
+`FakeOpenAIServer` (8 claims over the 13-node, 3-stage DAG of tests/run/test_resume.py, whose
 deterministic responder answers every step) and prints the exit code, the wall time and the last
-lines of the output. Nothing is asserted here: tests/test_run_contract.py and
-tests/test_bad_inputs.py hold the assertions; this shows what a user sees.
+lines of the output. Nothing is asserted here: tests/run/test_run_contract.py and
+tests/run/test_bad_inputs.py hold the assertions; this shows what a user sees.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ The response is teacher-forced through the white-box model (SmolLM2-135M-Instruc
 the paper attributes the generator's own outputs, which these datasets do not have.
 
 Output: a JSON file with settings, timings, cache counts and, per variant, P/R/F1 of the
-hallucinated class with bootstrap 95% CIs over tau (see ``veritrail.sirg.evaluate``).
+hallucinated class with bootstrap 95% CIs over tau (see ``veritrail.detectors.sirg.evaluate``).
 """
 
 from __future__ import annotations
@@ -34,13 +34,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from veritrail.sirg.attribution import Method
-from veritrail.sirg.cache import AnalysisCache
-from veritrail.sirg.classifier import FragmentClassifier
-from veritrail.sirg.dataset import LabelledRecord
-from veritrail.sirg.detector import Detector, DetectorConfig
-from veritrail.sirg.evaluate import compare
-from veritrail.sirg.models import LazyLM, set_threads
+from veritrail.detectors.sirg.attribution import Method
+from veritrail.detectors.sirg.cache import AnalysisCache
+from veritrail.detectors.sirg.classifier import FragmentClassifier
+from veritrail.detectors.sirg.dataset import LabelledRecord
+from veritrail.detectors.sirg.detector import Detector, DetectorConfig
+from veritrail.detectors.sirg.evaluate import compare
+from veritrail.detectors.sirg.models import LazyLM, set_threads
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data"

@@ -1,4 +1,4 @@
-"""Record the DAG of your own pipeline with `veritrail.recorder`, then verify a claim against it.
+"""Record the DAG of your own pipeline with `veritrail.pipelines.recorder`, then verify a claim against it.
 
 Run it as is (no model, no key needed): the "model" here is a tiny rule-based stand-in so the
 example is self-contained; replace `summarize` with your real model call. It writes
@@ -17,10 +17,10 @@ import json
 import sys
 from pathlib import Path
 
-from veritrail.config import VerifyConfig
-from veritrail.loop import verify_claims
-from veritrail.oracle import Oracle
-from veritrail.recorder import Recorder
+from veritrail.method.config import VerifyConfig
+from veritrail.method.loop import verify_claims
+from veritrail.method.oracle import Oracle
+from veritrail.pipelines.recorder import Recorder
 from veritrail.records import Claim
 
 REPORTS = {

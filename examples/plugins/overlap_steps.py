@@ -9,10 +9,10 @@ Use it from the command line (docs/plugins.md):
 
 or package it and declare entry points (then ``--judge overlap``):
 
-    [project.entry-points."veritrail.steps"]
+    [project.entry-points."veritrail.method.steps"]
     overlap = "overlap_steps:make_judge"
 
-The three classes implement the protocols of `veritrail.steps` (`Decomposer`,
+The three classes implement the protocols of `veritrail.method.steps` (`Decomposer`,
 `EvidenceSelector`, `VerdictGenerator`). They are deliberately simple (content-word overlap is
 not a fact checker); they show the shapes of what each step receives and must return.
 """
@@ -22,9 +22,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from veritrail.plugins import StepContext
+from veritrail.method.plugins import StepContext
+from veritrail.method.steps import EvidenceBatch, RawSelection, VerdictInput, VerdictOutcome
 from veritrail.records import Claim, Verdict
-from veritrail.steps import EvidenceBatch, RawSelection, VerdictInput, VerdictOutcome
 
 _STOP_WORDS = """a an the and or of in on at to for by with from is are was were be been it its this
     that as than then but not no"""

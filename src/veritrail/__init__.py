@@ -18,18 +18,18 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .config import VerifyConfig
 from .dag import Dag, DagValidationError, Node, load_dag
+from .method.config import VerifyConfig
 from .records import Claim, ClaimResult, ErrorStageStatus, Termination, Verdict
 
 __version__ = "0.1.0"
 
 _LAZY = {
-    "verify_claims": "loop",
-    "verify_claim": "loop",
-    "lm_steps": "loop",
-    "Oracle": "oracle",
-    "load_claims": "claims",
+    "verify_claims": "method.loop",
+    "verify_claim": "method.loop",
+    "lm_steps": "method.loop",
+    "Oracle": "method.oracle",
+    "load_claims": "method.claims",
     "get_model": "lm.registry",
     "Model": "lm.model",
     "FakeProvider": "lm.fake",
@@ -45,7 +45,7 @@ _LAZY = {
     "JobInputError": "run.job",
     "ClaimExtractionError": "run.job",
     "ExitCode": "run.job",
-    "SentenceIndex": "segment",
+    "SentenceIndex": "method.segment",
 }
 
 

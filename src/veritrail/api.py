@@ -31,8 +31,8 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from .claims import ClaimsFileError, parse_claims
 from .dag import Dag, DagValidationError
+from .method.claims import ClaimsFileError, parse_claims
 from .records import Claim
 from .results import Report
 from .run.job import (
@@ -44,8 +44,8 @@ from .run.job import (
     run_job,
     write_outputs,
 )
+from .run.settings import Settings, SettingsError, find_config_file, resolve_settings
 from .run.sources import SourceText, read_named, single_step_dag
-from .settings import Settings, SettingsError, find_config_file, resolve_settings
 
 PathLike = str | os.PathLike[str]
 DagLike = PathLike | Dag | Mapping[str, Any]
@@ -148,7 +148,7 @@ async def _arun(
 ) -> Report:
     """Prepare and run the job of `averify` / `acheck`; a temporary run directory (removed
     afterwards) unless `run_dir` is given."""
-    from .progress import make_progress
+    from .run.progress import make_progress
 
     claims_path, claim_list = _claims_input(claims)
     keep = run_dir is not None

@@ -216,7 +216,7 @@ def build_report(
     res = list(results)
     stages = Counter(n.stage for n in dag)
     terminal = dag.node(dag.terminal)
-    from .segment import split_sentences
+    from .method.segment import split_sentences
 
     report: dict[str, Any] = {
         "format": REPORT_FORMAT,

@@ -19,13 +19,13 @@ from veritrail.adapters.graphrag import (
     report_node,
     text_unit_node,
 )
-from veritrail.adapters.graphrag_search import (
+from veritrail.cli.main import cli
+from veritrail.dag import load_dag
+from veritrail.pipelines.graphrag_search import (
     LocalSearchCapture,
     LocalSearchContext,
     build_local_query_dag,
 )
-from veritrail.cli.main import cli
-from veritrail.dag import load_dag
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "graphrag" / "operation_dulce"
 pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason="shared/data/graphrag not present")

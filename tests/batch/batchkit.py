@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 # The deterministic model of the resume tests (tests/ is on sys.path through its conftest).
-from test_resume import fenced, responder
+from runkit import fenced, responder
 from veritrail.dag import Dag, save_dag
-from veritrail.runstore import RESULTS_FILE
+from veritrail.run.store import RESULTS_FILE
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
 

@@ -16,7 +16,7 @@ from batchkit import QUICKSTART, responder, write_jobs
 from click.testing import CliRunner
 
 from veritrail.cli.main import cli
-from veritrail.runstore import RESULTS_FILE
+from veritrail.run.store import RESULTS_FILE
 from veritrail.testing.fake_openai_server import FakeOpenAIServer, Fault
 
 KEY = "sk-batch-fatal-key-0123456789"

@@ -22,8 +22,8 @@ from veritrail.eval.datasets import (
     wice_items,
     wice_to_wice_indices,
 )
+from veritrail.method.segment import SentenceIndex, split_sentences
 from veritrail.records import Verdict
-from veritrail.segment import SentenceIndex, split_sentences
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 WICE = DATA / "wice" / "data" / "entailment_retrieval" / "claim"

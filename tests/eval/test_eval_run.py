@@ -14,16 +14,16 @@ from click.testing import CliRunner
 from sklearn.metrics import f1_score, roc_auc_score
 
 from veritrail.cli.main import cli
-from veritrail.config import VerifyConfig
-from veritrail.eval.baselines import BuildContext, MethodSpec, build_method, known_methods
+from veritrail.detectors.baselines import BuildContext, MethodSpec, build_method, known_methods
+from veritrail.detectors.embeddings import HashingEmbedder, top_k
 from veritrail.eval.datasets import EvalDataset, load_dataset, wice_items
-from veritrail.eval.embeddings import HashingEmbedder, top_k
 from veritrail.eval.plots import plot_error_stages
 from veritrail.eval.runner import run_eval, summarize
 from veritrail.eval.tables import render_markdown, summary_to_json
 from veritrail.lm.base import Message
 from veritrail.lm.fake import FakeProvider
 from veritrail.lm.model import Model
+from veritrail.method.config import VerifyConfig
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 WICE_DEV = DATA / "wice" / "data" / "entailment_retrieval" / "claim" / "dev.jsonl"

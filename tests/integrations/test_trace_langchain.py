@@ -233,7 +233,7 @@ def test_threshold_separates_edges_from_unrelated_pairs(
     from rapidfuzz import fuzz
 
     from veritrail.adapters.trace import normalize, read_trace
-    from veritrail.segment import split_sentences
+    from veritrail.method.segment import split_sentences
 
     f = tmp_path / "trace.json"
     write_otlp(traced_spans, f)

@@ -136,10 +136,10 @@ def test_report_v1_does_not_carry_cached_prompt_tokens() -> None:
 
 
 def test_dry_run_estimate_prices_repeated_prefixes_at_the_cached_rate() -> None:
-    from veritrail.claims import load_claims
-    from veritrail.config import VerifyConfig
     from veritrail.dag import load_dag
-    from veritrail.estimate import EVIDENCE, estimate_run
+    from veritrail.method.claims import load_claims
+    from veritrail.method.config import VerifyConfig
+    from veritrail.run.estimate import EVIDENCE, estimate_run
 
     ex = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
     dag = load_dag(ex / "dag.json")

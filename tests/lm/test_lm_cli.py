@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from veritrail.cli.main import cli
 from veritrail.lm.base import ModelOutput
 from veritrail.lm.cache import ResponseCache
-from veritrail.prompting import packaged_prompt_names, prompt_source, set_prompt_dir
+from veritrail.method.prompting import packaged_prompt_names, prompt_source, set_prompt_dir
 
 
 def test_cache_stats_and_clear(tmp_path: Path) -> None:

@@ -14,14 +14,14 @@ from typing import Any
 
 from lm_helpers import FAST_RETRY
 
-from veritrail.config import VerifyConfig
 from veritrail.dag import Dag
 from veritrail.lm.cache import ResponseCache
 from veritrail.lm.capabilities import CapabilityStore
 from veritrail.lm.model import Model
 from veritrail.lm.openai import OpenAIProvider
+from veritrail.method.config import VerifyConfig
 from veritrail.records import Claim, ClaimResult, Termination
-from veritrail.runner import run_verification
+from veritrail.run.runner import run_verification
 from veritrail.testing import FakeOpenAIServer, Fault
 
 

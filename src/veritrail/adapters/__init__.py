@@ -7,5 +7,5 @@
 Each module is imported on its own (``from veritrail.adapters.graphrag import load_index``), so
 optional dependencies such as pyarrow are only needed by the adapter that uses them. The
 reference pipelines live in `veritrail.pipelines`, the recorder for any pipeline in
-`veritrail.recorder`.
+`veritrail.pipelines.recorder`.
 """

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..records import ClaimResult
-from ..runstore import Status
+from ..run.store import Status
 from .jobs import (
     BatchInputError,
     BatchJob,
@@ -119,7 +119,7 @@ def run_batch(
     t0 = time.perf_counter()
     prompt_dirs = {j.settings.prompt_dir for j in jobs if j.settings.prompt_dir}
     if prompt_dirs:
-        from ..prompting import set_prompt_dir
+        from ..method.prompting import set_prompt_dir
 
         set_prompt_dir(next(iter(prompt_dirs)))
     try:

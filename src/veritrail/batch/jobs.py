@@ -16,14 +16,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..claims import ClaimsFileError, load_claims
-from ..config import VerifyConfig, fit_to_context, model_context_window
 from ..dag import Dag, DagValidationError, load_dag
+from ..method.claims import ClaimsFileError, load_claims
+from ..method.config import VerifyConfig, fit_to_context, model_context_window
 from ..records import Claim, ClaimResult, Termination, Verdict
 from ..report import atomic_write_text, build_report
 from ..run.job import JobInputError, same_file
 from ..run.job import model_name as job_model_name
-from ..runstore import (
+from ..run.settings import Settings, SettingsError, resolve_settings
+from ..run.store import (
     RUN_FILE,
     RunStore,
     Status,
@@ -34,15 +35,14 @@ from ..runstore import (
     run_fingerprint,
     stored_settings,
 )
-from ..settings import Settings, SettingsError, resolve_settings
 from .manifest import ManifestJob
 
 if TYPE_CHECKING:
     from ..lm.base import Provider
     from ..lm.cache import ResponseCache
     from ..lm.model import Model
+    from ..method.steps import Steps
     from ..records import SelectionIssue
-    from ..steps import Steps
 
 _CACHE_OFF = ("0", "off", "false", "no", "none")
 
@@ -126,7 +126,7 @@ def cache_setting(value: str | None) -> str | bool:
 
 def oracle_steps(doc: Any) -> Steps:
     """The steps of an oracle document (already read and checked on the driver)."""
-    from ..oracle import Oracle
+    from ..method.oracle import Oracle
 
     return Oracle.from_dict(doc).steps()
 
@@ -217,7 +217,7 @@ def _prepare_one(
             )
         import json
 
-        from ..oracle import Oracle, OracleError
+        from ..method.oracle import Oracle, OracleError
 
         try:
             oracle_doc = json.loads(e.oracle.read_text(encoding="utf-8"))

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..lm.base import EndpointError
-from ..loop import lm_steps, verify_claims
+from ..method.loop import lm_steps, verify_claims
+from ..method.segment import SentenceIndex
 from ..records import ClaimResult
-from ..segment import SentenceIndex
 from .jobs import JobState, ModelSpec, oracle_steps
 from .progress import BatchEvents
 

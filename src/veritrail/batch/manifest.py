@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..settings import SETTING_NAMES
+from ..run.settings import SETTING_NAMES
 
 BATCH_ONLY_SETTINGS: frozenset[str] = frozenset(
     {"concurrency", "max_parallel_claims", "cache", "threads", "progress_interval"}

@@ -5,7 +5,7 @@ claims started, model calls, and fatal endpoint errors. A fatal endpoint error (
 unknown model, no quota: `lm.base.EndpointError`) is kept per endpoint (`ModelSpec.provider_key`)
 so that no job using that endpoint starts another claim.
 
-The display reuses `veritrail.progress` (the reporters of `veritrail verify`): the same line or
+The display reuses `veritrail.run.progress` (the reporters of `veritrail verify`): the same line or
 live panel for the whole batch (claims done/total, verdicts, errors, in flight, calls, tokens,
 dollars, elapsed, time left), plus "jobs done/total" and one line per job in progress (at most
 `JOB_LINES`). With the local executor calls and tokens count as each call ends; with Ray they
@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, TextIO
 from rich.console import Console
 from rich.text import Text
 
-from ..progress import (
+from ..records import ClaimResult
+from ..run.progress import (
     CallLike,
     PlainProgress,
     ProgressReporter,
@@ -31,7 +32,6 @@ from ..progress import (
     fmt_duration,
     fmt_int,
 )
-from ..records import ClaimResult
 
 if TYPE_CHECKING:
     from .jobs import JobState, ModelSpec

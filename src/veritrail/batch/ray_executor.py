@@ -37,9 +37,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import VerifyConfig
 from ..dag import Dag
-from ..loop import not_started
+from ..method.config import VerifyConfig
+from ..method.loop import not_started
 from ..records import Claim, ClaimResult, SelectionIssue
 from ..redaction import redact
 from ..report import claim_from_dict, claim_to_dict
@@ -81,9 +81,9 @@ class _TaskFailed(RuntimeError):
 
 async def _verify_shard(spec: ShardSpec, dag: Dag, emit: Callable[[Any], None]) -> None:
     from ..lm.registry import describe_fatal
-    from ..loop import lm_steps, verify_claims
-    from ..prompting import set_prompt_dir
-    from ..segment import SentenceIndex
+    from ..method.loop import lm_steps, verify_claims
+    from ..method.prompting import set_prompt_dir
+    from ..method.segment import SentenceIndex
     from .jobs import oracle_steps
 
     if spec.prompt_dir:

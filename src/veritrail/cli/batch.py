@@ -168,7 +168,7 @@ def batch(
         run_batch,
     )
     from ..batch.summary import summary_table
-    from ..runstore import RunStoreError
+    from ..run.store import RunStoreError
 
     if max_unsupported is not None and not 0.0 <= max_unsupported <= 1.0:
         fail(f"--max-unsupported must be between 0 and 1 (got {max_unsupported})")

@@ -87,7 +87,7 @@ def _spread(values: list[int], ids: list[str]) -> dict[str, Any]:
 
 def stats_of(g: Dag) -> dict[str, Any]:
     """Per-stage node and token counts, fan-in and fan-out of a valid DAG."""
-    from ..tokens import estimate_tokens
+    from ..method.tokens import estimate_tokens
 
     per_nodes: Counter[int] = Counter()
     per_tokens: Counter[int] = Counter()

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from ..config import VerifyConfig
+from ..method.config import VerifyConfig
 from .common import fail as _fail
 
 
@@ -153,7 +153,7 @@ def eval_cmd(
     DATASET is a file in our format (.json/.jsonl), a WiCE claim file, FABLES.json, a FABLES+ /
     DiverseSumm+ style directory, or one of those prefixed with wice:, fables:, layout:, veritrail:.
     """
-    from ..eval.baselines import BuildContext, build_method
+    from ..detectors.baselines import BuildContext, build_method
     from ..eval.datasets import DatasetError, open_dataset
     from ..eval.datasets import save_dataset as write_dataset
     from ..eval.runner import EvalProgress, run_eval, summarize

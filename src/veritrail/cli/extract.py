@@ -11,7 +11,8 @@ from typing import Any
 import click
 
 from ..dag import DagValidationError, load_dag
-from ..extraction import (
+from ..lm.model import Model
+from ..method.extraction import (
     DEFAULT_CONTEXT_AFTER,
     DEFAULT_CONTEXT_BEFORE,
     DEFAULT_SIMILARITY,
@@ -22,10 +23,9 @@ from ..extraction import (
     trace_to_json,
     write_claims_document,
 )
-from ..extraction import (
+from ..method.extraction import (
     extract as run_extraction,
 )
-from ..lm.model import Model
 from ..textio import InputError
 from ..textio import read_input_text as _read_text_file
 from .common import fail as _fail

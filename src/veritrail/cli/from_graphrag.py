@@ -106,7 +106,7 @@ def from_graphrag(
                 _fail(f"{capture_path}: {exc}")
             dag = build_query_dag(index, capture)
         elif local_capture_path is not None:
-            from ..adapters.graphrag_search import LocalSearchCapture, build_local_query_dag
+            from ..pipelines.graphrag_search import LocalSearchCapture, build_local_query_dag
 
             try:
                 local = LocalSearchCapture.from_file(local_capture_path)
@@ -144,7 +144,7 @@ async def _search(
     batch_tokens: int,
     save_capture: str | None,
 ) -> Dag:
-    from ..adapters.graphrag_search import GlobalSearchConfig, GlobalSearchError, global_search
+    from ..pipelines.graphrag_search import GlobalSearchConfig, GlobalSearchError, global_search
 
     try:
         res = await global_search(

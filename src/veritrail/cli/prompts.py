@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from ..prompting import export_prompts, packaged_prompt_names, prompt_source
+from ..method.prompting import export_prompts, packaged_prompt_names, prompt_source
 
 
 @click.group()

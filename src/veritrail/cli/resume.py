@@ -14,7 +14,7 @@ import click
 
 from ..redaction import url_secret
 from ..run.job import HTML_BESIDE, job_from_run_dir
-from ..settings import SettingsError, coerce_setting
+from ..run.settings import SettingsError, coerce_setting
 from .common import fail
 from .verify import EXIT_CODES_HELP, execute, job_errors
 

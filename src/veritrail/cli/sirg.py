@@ -65,9 +65,9 @@ def _common(f: Any) -> Any:
 def _config(
     method: str, k: int, selection: str, max_targets: int | None, threads: int, **kw: Any
 ) -> Any:
-    from ..sirg.attribution import Method
-    from ..sirg.detector import DetectorConfig
-    from ..sirg.graph import EdgeSelection
+    from ..detectors.sirg.attribution import Method
+    from ..detectors.sirg.detector import DetectorConfig
+    from ..detectors.sirg.graph import EdgeSelection
 
     if k < 1:
         _fail("--k must be at least 1")
@@ -82,9 +82,9 @@ def _config(
 
 
 def _detector(model_spec: str, cache_dir: str, config: Any, classifier: Any = None) -> Any:
-    from ..sirg.cache import AnalysisCache
-    from ..sirg.detector import Detector
-    from ..sirg.models import LazyLM, set_threads
+    from ..detectors.sirg.cache import AnalysisCache
+    from ..detectors.sirg.detector import Detector
+    from ..detectors.sirg.models import LazyLM, set_threads
 
     set_threads(config.threads)
     return Detector(LazyLM(model_spec), classifier, config, AnalysisCache(cache_dir))
@@ -142,9 +142,9 @@ def detect_cmd(
     cache_dir: str,
 ) -> None:
     """Check one response against its context; writes {"sirg": {...}} (graph + verdict)."""
-    from ..sirg.analysis import DEFAULT_QUERY, Example
-    from ..sirg.classifier import FragmentClassifier
-    from ..sirg.detector import dumps
+    from ..detectors.sirg.analysis import DEFAULT_QUERY, Example
+    from ..detectors.sirg.classifier import FragmentClassifier
+    from ..detectors.sirg.detector import dumps
 
     config = _config(method, k, selection, max_targets, threads, tau=tau)
     clf = FragmentClassifier.load(classifier_dir) if classifier_dir else None
@@ -170,7 +170,7 @@ def detect_cmd(
 
 
 def _records(path: str) -> list[Any]:
-    from ..sirg.dataset import load_records
+    from ..detectors.sirg.dataset import load_records
 
     try:
         return load_records(path)
@@ -223,7 +223,7 @@ def train_cmd(
     cache_dir: str,
 ) -> None:
     """Fine-tune the fragment classifier on labelled responses (analyses cached)."""
-    from ..sirg.classifier import FragmentClassifier
+    from ..detectors.sirg.classifier import FragmentClassifier
 
     config = _config(method, k, selection, max_targets, threads)
     det = _detector(model_spec, cache_dir, config)
@@ -285,9 +285,9 @@ def evaluate_cmd(
     cache_dir: str,
 ) -> None:
     """Response-level precision/recall/F1 (hallucinated class) over tau, with bootstrap CIs."""
-    from ..sirg.classifier import FragmentClassifier
-    from ..sirg.detector import decide
-    from ..sirg.evaluate import DEFAULT_TAUS, sweep_tau
+    from ..detectors.sirg.classifier import FragmentClassifier
+    from ..detectors.sirg.detector import decide
+    from ..detectors.sirg.evaluate import DEFAULT_TAUS, sweep_tau
 
     config = _config(method, k, selection, max_targets, threads)
     clf = FragmentClassifier.load(classifier_dir)

@@ -38,8 +38,7 @@ from ..run.job import (
     run_job,
     write_outputs,
 )
-from ..runstore import RUN_FILE, RunStore, RunStoreError, result_config, stored_settings
-from ..settings import (
+from ..run.settings import (
     SETTING_NAMES,
     Settings,
     SettingsError,
@@ -47,6 +46,7 @@ from ..settings import (
     resolve_settings,
     settings_table,
 )
+from ..run.store import RUN_FILE, RunStore, RunStoreError, result_config, stored_settings
 from .common import fail
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -99,7 +99,7 @@ def execute(job: Job, *, quiet: bool) -> None:
     """Run the job with progress, write the outputs, print the summary; handle Ctrl-C.
 
     Exits with the run's `ExitCode` (0 returns normally)."""
-    from ..progress import make_progress
+    from ..run.progress import make_progress
 
     progress = make_progress(quiet=quiet, interval=job.settings.progress_interval)
     state = RunState()
@@ -113,7 +113,7 @@ def execute(job: Job, *, quiet: bool) -> None:
 
 
 def _execute(job: Job, *, quiet: bool, progress: Any, state: RunState) -> None:
-    from ..progress import print_outcome, print_summary
+    from ..run.progress import print_outcome, print_summary
 
     if not quiet:
         if job.model_name.startswith("local/"):
@@ -166,7 +166,7 @@ def _execute(job: Job, *, quiet: bool, progress: Any, state: RunState) -> None:
 
 def print_dry_run(job: Job) -> None:
     """Print what the run would call and the estimate; no model is built or called."""
-    from ..estimate import DECOMPOSITION, EVIDENCE, EXTRACTION, VERDICT, estimate_run
+    from ..run.estimate import DECOMPOSITION, EVIDENCE, EXTRACTION, VERDICT, estimate_run
 
     s = job.settings
     echo = click.echo
@@ -217,7 +217,7 @@ def print_dry_run(job: Job) -> None:
             fail(str(exc) if str(s.prices) in str(exc) else f"price file {s.prices}: {exc}")
         price = table.lookup(prov, mdl)  # with its cached-input rate, when it has one
     if s.prompt_dir:
-        from ..prompting import set_prompt_dir
+        from ..method.prompting import set_prompt_dir
 
         set_prompt_dir(s.prompt_dir)
     est = estimate_run(dag, todo, s.verify_config(), price=price)
@@ -367,7 +367,7 @@ RUN_OPTIONS: list[Callable[[_F], _F]] = [
         default=None,
         metavar="SPEC",
         help="Plugin decomposer: module:attribute, file.py:attribute or an entry point of group "
-        "veritrail.steps (docs/plugins.md).",
+        "veritrail.method.steps (docs/plugins.md).",
     ),
     click.option("--selector", default=None, metavar="SPEC", help="Plugin evidence selector."),
     click.option(

@@ -33,10 +33,10 @@ from typing import Any
 from ..dag import Dag
 from ..lm.base import GenerateConfig
 from ..lm.model import Model
-from ..prompting import fence, load_prompt
+from ..method.prompting import fence, load_prompt
+from ..method.segment import split_sentences
+from ..method.tokens import estimate_tokens
 from ..records import Claim, Verdict
-from ..segment import split_sentences
-from ..tokens import estimate_tokens
 
 TREE_STEP = "g2l_tree"
 CHECK_STEP = "g2l_check"
@@ -82,7 +82,7 @@ class G2LStatus(StrEnum):
 class G2LConfig:
     """Settings of G2LDetect.
 
-    `reference_tokens`: token budget (`veritrail.tokens.estimate_tokens`) for the reference text
+    `reference_tokens`: token budget (`veritrail.method.tokens.estimate_tokens`) for the reference text
     of one check prompt; set it to the model's context window minus room for the instructions,
     the path and the reply. `max_depth` / `max_nodes` bound what counts as a usable tree (a deeper
     or bigger one is re-asked, then recorded as failed). `max_parallel` bounds concurrent path

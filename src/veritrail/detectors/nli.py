@@ -12,7 +12,7 @@ downloaded: loading uses ``local_files_only=True``.
   than the model's window is cut into chunks at sentence boundaries and the claim is supported
   when one chunk entails it (max over chunks, as AlignScore and MiniCheck do).
 * `nli_chunk_scores` — the same max-over-chunks score for the eval baseline
-  ``nli:model=PATH,chunk=350`` (`veritrail.eval.baselines.NLIChunkMethod`).
+  ``nli:model=PATH,chunk=350`` (`veritrail.detectors.baselines.NLIChunkMethod`).
 
 Label mapping (`label_roles`), read from ``config.id2label`` in any case: a label containing
 "entail" is entailment, "contradict" contradiction, "neutral" neutral; binary labels such as
@@ -38,10 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..method.segment import split_sentences
+from ..method.steps import VerdictInput, VerdictOutcome
+from ..method.tokens import estimate_tokens
 from ..records import Claim, Verdict
-from ..segment import split_sentences
-from ..steps import VerdictInput, VerdictOutcome
-from ..tokens import estimate_tokens
 
 DEFAULT_CHUNK_TOKENS = 350
 DEFAULT_THRESHOLD = 0.5

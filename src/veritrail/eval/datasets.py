@@ -4,7 +4,7 @@ The format (docs/evaluation.md, "Dataset format") is JSON — ``{"format": "veri
 "version": 1, "name": ..., "items": [...]}`` — or JSON Lines with one item per line. Each item
 carries a generation DAG (inline under ``"dag"`` or as file path(s) under ``"dag_path"``) and the
 claims to verify with their gold verdict and, optionally, gold evidence given as alternative sets
-of (node id, sentence index) pairs. Sentence indices are those of `veritrail.segment.
+of (node id, sentence index) pairs. Sentence indices are those of `veritrail.method.segment.
 split_sentences` on the node text, so they can be compared with an evidence trail directly.
 
 Converters:
@@ -28,8 +28,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..dag import Dag, iter_node_records
+from ..method.segment import split_sentences
 from ..records import Claim, Verdict
-from ..segment import split_sentences
 
 FORMAT_NAME = "veritrail-eval"
 FORMAT_VERSION = 1

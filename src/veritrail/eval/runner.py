@@ -15,10 +15,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..progress import CallTotals, fmt_duration, fmt_int
+from ..detectors.baselines import ItemContext, Method, Prediction
+from ..method.segment import SentenceIndex
 from ..records import ErrorStageStatus
-from ..segment import SentenceIndex
-from .baselines import ItemContext, Method, Prediction
+from ..run.progress import CallTotals, fmt_duration, fmt_int
 from .datasets import EvalDataset, GoldClaim, claim_key
 from .metrics import (
     FS,

@@ -481,7 +481,7 @@ class Model:
             except (JsonReplyError, ValueError, TypeError, KeyError) as exc:
                 error = redact(f"{type(exc).__name__}: {exc}")
             notes.append(_unreadable_note(attempt, error, raw))
-            from ..prompting import fence  # prompting imports lm.base: no cycle at call time
+            from ..method.prompting import fence  # prompting imports lm.base: no cycle at call time
 
             msgs = [
                 *messages,

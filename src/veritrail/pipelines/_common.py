@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from ..dag import Dag
 from ..lm.base import GenerateConfig, Message
 from ..lm.model import Model
-from ..segment import split_sentences
-from ..tokens import estimate_tokens
+from ..method.segment import split_sentences
+from ..method.tokens import estimate_tokens
 
 
 class PipelineError(RuntimeError):
@@ -28,7 +28,7 @@ class PipelineResult:
 def chunk_text(text: str, chunk_tokens: int) -> list[str]:
     """Cut `text` into consecutive chunks of at most `chunk_tokens` estimated tokens.
 
-    Chunks end at sentence boundaries (`veritrail.segment.split_sentences`), so every chunk is
+    Chunks end at sentence boundaries (`veritrail.method.segment.split_sentences`), so every chunk is
     made of whole sentences; a single sentence longer than the limit becomes a chunk of its own.
     """
     if chunk_tokens < 1:

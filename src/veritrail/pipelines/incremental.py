@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..lm.model import Model
-from ..prompting import fence, load_prompt
-from ..recorder import NodeRef, Recorder
+from ..method.prompting import fence, load_prompt
 from ._common import PipelineError, PipelineResult, call, chunk_text
+from .recorder import NodeRef, Recorder
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..lm.model import Model
-from ..prompting import fence, load_prompt
-from ..recorder import NodeRef, Recorder
-from ..tokens import estimate_tokens
+from ..method.prompting import fence, load_prompt
+from ..method.tokens import estimate_tokens
 from ._common import PipelineError, PipelineResult, call, chunk_text, group_to_fit
+from .recorder import NodeRef, Recorder
 
 NO_INFO = "NO RELEVANT INFORMATION"
 

@@ -31,14 +31,15 @@ from enum import IntEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..claims import ClaimsFileError, load_claims
 from ..dag import Dag, DagValidationError, load_dag
 from ..lm.base import ProviderError
 from ..lm.registry import describe_fatal
+from ..method.claims import ClaimsFileError, load_claims
 from ..records import Claim, ClaimResult, Termination
 from ..redaction import MASK, redact
 from ..report import atomic_write_text, build_report, write_report
-from ..runstore import (
+from .settings import SETTING_NAMES, Settings
+from .store import (
     RUN_FILE,
     RunStore,
     RunStoreError,
@@ -50,12 +51,11 @@ from ..runstore import (
     run_fingerprint,
     stored_settings,
 )
-from ..settings import SETTING_NAMES, Settings
 
 if TYPE_CHECKING:
     from ..lm.model import Model
-    from ..progress import ProgressReporter
-    from ..steps import Steps
+    from ..method.steps import Steps
+    from .progress import ProgressReporter
 
 HTML_BESIDE = "\0beside"
 """The value of `--html` given without a file name."""
@@ -218,7 +218,7 @@ def check_prompt_dir(prompt_dir: str) -> None:
     """Every override in `--prompt-dir` is read and parsed before any model call (exit 2 on a
     missing directory, an unreadable or non-UTF-8 file, a template without a `## user` section,
     or a file that overrides no packaged prompt, which is almost always a misspelt name)."""
-    from ..prompting import PromptError, packaged_prompt_names, parse_prompt_file
+    from ..method.prompting import PromptError, packaged_prompt_names, parse_prompt_file
     from ..textio import InputError
 
     d = Path(prompt_dir)
@@ -521,12 +521,12 @@ def build_model(job: Job) -> Model:
 
 
 def _steps(job: Job, model: Model | None) -> Steps:
-    from ..loop import lm_steps
+    from ..method.loop import lm_steps
 
     s = job.settings
     plugged = {"decomposer": s.decomposer, "selector": s.selector, "judge": s.judge}
     if job.oracle_path is not None:
-        from ..oracle import Oracle, OracleError
+        from ..method.oracle import Oracle, OracleError
 
         if any(plugged.values()):
             raise JobInputError(
@@ -540,7 +540,7 @@ def _steps(job: Job, model: Model | None) -> Steps:
     assert model is not None
     steps = lm_steps(model, sample_temperature=job.settings.sample_temperature)
     if any(plugged.values()):
-        from ..plugins import apply_steps, load_steps
+        from ..method.plugins import apply_steps, load_steps
 
         try:  # before any model call: a bad spec is exit 2 with its reason
             steps = apply_steps(steps, load_steps(plugged, model=model))
@@ -627,7 +627,7 @@ async def extract_claims(
     `extraction_cost` (the calls made outside any claim) and `extraction_issues` (unreadable
     replies met while extracting a claim head that claim's issues, so a resumed run still
     reports them). Shared by `veritrail verify` and `veritrail batch`; raises `ProviderError`."""
-    from ..extraction import LMClaimSource
+    from ..method.extraction import LMClaimSource
 
     source = LMClaimSource(model, question=question)
     claims = await source.claims_for(dag.node(dag.terminal).text)
@@ -679,9 +679,9 @@ async def _verify_remaining(
     fatally (`Model.fatal`: bad key, unknown model) no further claim is started; those are
     recorded as errors naming the cause and verified again by the next run.
     """
-    from ..loop import verify_claims
+    from ..method.loop import verify_claims
+    from ..method.segment import SentenceIndex
     from ..records import SelectionIssue
-    from ..segment import SentenceIndex
 
     endpoint = _endpoint(job, model)
 
@@ -731,11 +731,11 @@ async def run_job(
     `KeyboardInterrupt`/`asyncio.CancelledError` with every finished claim saved
     (`record_interruption`).
     """
-    from ..prompting import set_prompt_dir
+    from ..method.prompting import set_prompt_dir
 
     if job.settings.prompt_dir:
         set_prompt_dir(job.settings.prompt_dir)
-    from ..config import fit_to_context, model_context_window
+    from ..method.config import fit_to_context, model_context_window
 
     config = job.settings.verify_config()
     try:
@@ -868,7 +868,7 @@ def write_outputs(job: Job, report: Mapping[str, Any], *, written: Path | None =
 def exit_code(report: Mapping[str, Any], max_unsupported: float | None) -> ExitCode:
     """The run's exit status from its report: 3 when a claim ended in error (wins), else 1 when
     the share of Not Fully Supported claims is above `max_unsupported`, else 0."""
-    from ..progress import gate_failures
+    from .progress import gate_failures
 
     if report["summary"]["verdicts"].get("error", 0):
         return ExitCode.ERRORS

@@ -6,7 +6,7 @@ the answer is the terminal node with every chunk as its source. Chunk ids are `N
 NAME being the file as given (or `source1`, `source2`, ... for texts given without a name), so
 the evidence trail names the file and the part of it a sentence came from.
 
-Chunks are whole sentences (`veritrail.segment`), cut by count (`chunk_sentences`, default 10)
+Chunks are whole sentences (`veritrail.method.segment`), cut by count (`chunk_sentences`, default 10)
 or by an approximate token budget (`chunk_tokens`; a sentence longer than the budget is a chunk of
 its own). Smaller chunks give a finer trail; the verdict reads every chunk with evidence in full,
 so very large chunks cost more tokens per verdict.
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..dag import Dag, DagValidationError
-from ..segment import sentence_spans
-from ..tokens import estimate_tokens
+from ..method.segment import sentence_spans
+from ..method.tokens import estimate_tokens
 from .job import InMemoryDag, JobInputError
 
 ANSWER_ID = "answer"

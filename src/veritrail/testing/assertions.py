@@ -103,7 +103,7 @@ def _evidence(r: ClaimResult) -> list[SentenceRef]:
 
 
 def _source_sentences(sources: SourcesLike) -> list[tuple[str, str]]:
-    from ..segment import split_sentences
+    from ..method.segment import split_sentences
 
     try:
         texts, _ = _source_texts(sources)

@@ -249,7 +249,7 @@ class _Matcher:
         """The node's fuzzy-matchable sentences (normalised, case-folded), with their words."""
         got = self._sentences.get(node.id)
         if got is None:
-            from ...segment import split_sentences
+            from ...method.segment import split_sentences
 
             got = []
             for x in split_sentences(node.text):

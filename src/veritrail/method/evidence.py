@@ -1,0 +1,543 @@
+"""Evidence selection (SPEC §4.2): batching, prompt-unique ids, id validation, the LM selector.
+
+The engine, not the model, owns ids: every sentence of every excerpt in a prompt gets an integer
+id unique within that prompt; whatever the selector returns is checked against those ids (ranges
+such as ``5-10`` expanded, anything unknown dropped and recorded), so the evidence trail can only
+ever hold sentences that exist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import re
+from collections import Counter, OrderedDict
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from weakref import WeakKeyDictionary
+
+from ..dag import Dag
+from ..records import Claim, SelectionIssue, SentenceRef, Summary
+from .config import VerifyConfig
+from .prompting import fence, load_prompt, normalize_line_breaks
+from .segment import SentenceIndex
+from .steps import (
+    EvidenceBatch,
+    EvidenceSelector,
+    Excerpt,
+    ExcerptSentence,
+    LMStep,
+    RawSelection,
+    unreadable_issues,
+)
+from .subclaims import format_subclaims
+from .tokens import estimate_tokens
+
+STEP = "evidence_selection"
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+
+@functools.lru_cache(maxsize=512)
+def selection_schema(n_sentences: int) -> dict[str, Any]:
+    """The reply schema for a prompt of `n_sentences` sentences (one shared object per size:
+    the model layer remembers per schema object whether strict mode accepts it; do not mutate).
+
+    `maxItems` bounds the id lists by the prompt's size (a range counts as one item, so the bound
+    never excludes a correct reply); grammar-constrained local models otherwise tend to list ids
+    until they hit their token cap.
+    """
+    ids = {"type": "array", "items": {"type": ["integer", "string"]}, "maxItems": n_sentences}
+    return {
+        "type": "object",
+        "properties": {
+            "selected_ids": ids,
+            "context_ids": ids,
+            "summary": {"type": "string"},
+            "missing": {"type": "string"},
+        },
+        "required": ["selected_ids", "context_ids", "summary", "missing"],
+        "additionalProperties": False,
+    }
+
+
+# A node's sentences to batch: (node id, sentence indices, texts) — the whole node (indices a
+# range, texts the run's cached tuple: nothing is copied) or a subset (compression reruns).
+NodeSentences = tuple[str, Sequence[int], Sequence[str]]
+
+
+def make_batches(
+    items: Iterable[NodeSentences],
+    *,
+    is_root: bool,
+    max_sentences: int,
+    max_tokens: int | None = None,
+) -> list[EvidenceBatch]:
+    """Pack node sentences into prompts of at most `max_sentences` (and `max_tokens`) each.
+
+    Nodes are packed whole while they fit; a node larger than the room left is split by sentence
+    across consecutive prompts. Ids are 1-based and unique within each prompt.
+    """
+    batches: list[EvidenceBatch] = []
+    cur: list[Excerpt] = []
+    cur_n = 0
+    cur_tok = 0
+
+    def close() -> None:
+        nonlocal cur, cur_n, cur_tok
+        if cur:
+            batches.append(EvidenceBatch(tuple(cur)))
+        cur, cur_n, cur_tok = [], 0, 0
+
+    for node_id, indices, texts in items:
+        n = len(indices)
+        if max_tokens is None and cur_n + n <= max_sentences:
+            # The common case, a whole node that fits: no slicing, no token counting.
+            cur.append(Excerpt(len(cur) + 1, node_id, is_root, cur_n + 1, indices, texts))
+            cur_n += n
+            continue
+        pos = 0
+        # Start a fresh prompt if the node would fit whole there but not in the current one.
+        if cur and cur_n + n > max_sentences and n <= max_sentences:
+            close()
+        while pos < n:
+            room = max_sentences - cur_n
+            end = min(n, pos + room)
+            if max_tokens is not None:
+                for k in range(pos, end):
+                    t = estimate_tokens(texts[k])
+                    if cur_tok + t > max_tokens and (k > pos or cur):
+                        end = k
+                        break
+                    cur_tok += t
+            if end == pos:
+                close()
+                continue
+            cur.append(
+                Excerpt(
+                    label=len(cur) + 1,
+                    node_id=node_id,
+                    is_root=is_root,
+                    first_id=cur_n + 1,
+                    indices=indices[pos:end],
+                    texts=texts[pos:end],
+                    ends_node=end == n,
+                )
+            )
+            cur_n += end - pos
+            pos = end
+            if pos < n:
+                close()
+    close()
+    return batches
+
+
+_BREAKS = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_RANGE = re.compile(r"^\s*(\d+)\s*(?:-|–|—|to|\.\.)\s*(\d+)\s*$")
+_SINGLE = re.compile(r"^\s*(?:s|id|sentence)?\s*#?\s*(\d+)\s*$", re.IGNORECASE)
+
+
+def validate_ids(
+    raw_ids: Iterable[str | int], batch: EvidenceBatch
+) -> tuple[list[tuple[Excerpt, ExcerptSentence]], list[str]]:
+    """Map returned ids to the sentences of `batch`.
+
+    Returns (selected, dropped): selected in prompt-id order without duplicates; dropped holds the
+    textual form of every id (or id inside a range) that was not assigned in this prompt.
+    """
+    n = batch.size  # prompt ids are 1..n without gaps
+    chosen: set[int] = set()
+    dropped: list[str] = []
+    for raw in raw_ids:
+        if isinstance(raw, bool):
+            dropped.append(str(raw))
+            continue
+        if isinstance(raw, int):
+            (chosen.add(raw) if 1 <= raw <= n else dropped.append(str(raw)))
+            continue
+        s = str(raw)
+        m = _RANGE.match(s)
+        if m:
+            lo, hi = sorted((int(m.group(1)), int(m.group(2))))
+            known = range(max(lo, 1), min(hi, n) + 1)
+            chosen.update(known)
+            n_unknown = (hi - lo + 1) - len(known)
+            if n_unknown:
+                dropped.append(f"{s} ({n_unknown} unassigned)")
+            continue
+        m = _SINGLE.match(s)
+        if m and 1 <= int(m.group(1)) <= n:
+            chosen.add(int(m.group(1)))
+        else:
+            dropped.append(s)
+    located = (batch.locate(i) for i in sorted(chosen))
+    return [loc for loc in located if loc is not None], dropped
+
+
+def _one_line(text: str) -> str:
+    return " ".join(normalize_line_breaks(text).split("\n")) if _BREAKS.search(text) else text
+
+
+def render_excerpts(batch: EvidenceBatch) -> str:
+    """The excerpts of a prompt: one fenced block per excerpt, each sentence on one line prefixed
+    by its id (line breaks inside a sentence become spaces, so no sentence can start a line that
+    looks like another sentence's id)."""
+    blocks = []
+    for e in batch.excerpts:
+        body = "\n".join(f"[{e.first_id + k}] {_one_line(t)}" for k, t in enumerate(e.texts))
+        blocks.append(fence(body, f"excerpt {e.label}"))
+    return "\n\n".join(blocks)
+
+
+def _selection(value: Any) -> tuple[list[str | int], str]:
+    if not isinstance(value, dict):
+        raise ValueError("expected a JSON object")
+    ids: list[str | int] = []
+    for key in ("selected_ids", "context_ids"):
+        got = value.get(key, [])
+        if isinstance(got, (int, str)):
+            got = [got]
+        if not isinstance(got, list):
+            raise ValueError(f"{key} must be a list")
+        ids.extend(x for x in got if isinstance(x, (int, str)))
+    summary = value.get("summary", "")
+    missing = value.get("missing", "")
+    text = str(summary).strip()
+    if str(missing).strip() and str(missing).strip().upper() not in ("N/A", "NONE"):
+        text = f"{text}\nMissing or unclear: {str(missing).strip()}" if text else ""
+    return ids, text
+
+
+class LMEvidenceSelector(LMStep):
+    """The default selector: one model call per batch."""
+
+    async def select(
+        self, claim: Claim, subclaims: Sequence[str], batch: EvidenceBatch, *, sample: int = 0
+    ) -> RawSelection:
+        """Ask the model for the ids of evidence sentences in `batch`."""
+        messages = load_prompt("evidence").render(
+            excerpts=render_excerpts(batch),
+            claim=fence(claim.text, "claim"),
+            subclaims=fence(format_subclaims(subclaims), "sub-claims"),
+        )
+        cfg = self.sample_config(sample)
+        res = await self.model.generate_json(
+            messages,
+            schema=selection_schema(batch.size),
+            step=STEP,
+            validate=_selection,
+            config=cfg,
+        )
+        if res.value is None:
+            return RawSelection(
+                (),
+                "",
+                error=res.error or "unreadable reply",
+                raw=res.raw,
+                unreadable=res.unreadable,
+            )
+        ids, summary = res.value
+        return RawSelection(tuple(ids), summary, raw=res.raw, unreadable=res.unreadable)
+
+
+class SelectionFailed(RuntimeError):
+    """A selector reply could not be read; the claim cannot be verified faithfully.
+
+    `issues` are the `unparseable_reply` issues of that call's tries, for the claim's record.
+    """
+
+    def __init__(self, message: str, issues: Sequence[SelectionIssue] = ()) -> None:
+        super().__init__(message)
+        self.issues = tuple(issues)
+
+
+@dataclass(frozen=True, slots=True)
+class RoundEvidence:
+    """The validated result of evidence selection over a set of nodes (one round or a rerun)."""
+
+    evidence: tuple[SentenceRef, ...]
+    summaries: tuple[Summary, ...]
+    nodes_with_evidence: tuple[str, ...]
+    dropped_ids: tuple[str, ...]
+    issues: tuple[SelectionIssue, ...]
+    qualified: bool = True
+    """False in soft mode when samples selected sentences but none reached the threshold."""
+
+
+def batch_items(
+    items_root: Iterable[NodeSentences],
+    items_nonroot: Iterable[NodeSentences],
+    config: VerifyConfig,
+) -> tuple[EvidenceBatch, ...]:
+    """The prompts of a round: roots and non-roots batched separately (roots first)."""
+    return tuple(
+        make_batches(
+            items_root,
+            is_root=True,
+            max_sentences=config.evidence_sentences_root,
+            max_tokens=config.evidence_tokens_root,
+        )
+        + make_batches(
+            items_nonroot,
+            is_root=False,
+            max_sentences=config.evidence_sentences_nonroot,
+            max_tokens=config.evidence_tokens_nonroot,
+        )
+    )
+
+
+class ReadPlan:
+    """The claim-independent part of a round: the nodes read (in read order), their prompts, and
+    the union of their sources (the candidates after a Not Fully Supported verdict).
+
+    Immutable once built (`sources` is computed on first use and kept).
+    """
+
+    __slots__ = ("_dag", "_sources", "batches", "roots", "to_read")
+
+    def __init__(
+        self, dag: Dag, sentences: SentenceIndex, nodes: Iterable[str], config: VerifyConfig
+    ):
+        self._dag = dag
+        self.to_read: tuple[str, ...] = tuple(dag.read_order(nodes))
+        roots, nonroots = dag.split_roots(self.to_read)
+        self.roots: frozenset[str] = frozenset(roots)
+        self.batches = batch_items(
+            node_items(sentences, roots), node_items(sentences, nonroots), config
+        )
+        self._sources: frozenset[str] | None = None
+
+    def sources(self) -> frozenset[str]:
+        """`src(v)` of every node read."""
+        if self._sources is None:
+            self._sources = self._dag.sources_of_all(self.to_read)
+        return self._sources
+
+    def iter_sources(self) -> Iterator[str]:
+        """The same sources, lazily (with repeats): for checks that can stop early."""
+        if self._sources is not None:
+            return iter(self._sources)
+        dag = self._dag
+        return (s for n in self.to_read for s in dag.sources(n))
+
+
+PLAN_MIN_NODES = 256
+"""Rounds of fewer nodes are planned directly, not cached (see `ReadPlans`)."""
+
+
+class ReadPlans:
+    """Per-run cache of read plans for large rounds.
+
+    Which nodes a round reads depends on the claim only through earlier verdicts, and many claims
+    read exactly the same sets: every claim's first round is the terminal's sources, and every
+    claim that gets Not Fully Supported there widens to the same next set. At GraphRAG scale such
+    a round holds thousands of nodes (sorting, batching and the union of sources cost ~5 µs a
+    node), so plans of at least `min_nodes` nodes are built once and shared (they hold the run's
+    cached sentence tuples, no copies); the `max_plans` most recently used are kept. Smaller
+    rounds are planned directly: their plans are cheap and rarely repeat.
+    """
+
+    def __init__(
+        self,
+        dag: Dag,
+        sentences: SentenceIndex,
+        config: VerifyConfig,
+        *,
+        min_nodes: int | None = None,
+        max_plans: int = 8,
+    ) -> None:
+        self._dag, self._sentences, self._config = dag, sentences, config
+        self.min_nodes = PLAN_MIN_NODES if min_nodes is None else min_nodes
+        self.max_plans = max_plans
+        self._plans: OrderedDict[frozenset[str], ReadPlan] = OrderedDict()
+        self.hits = 0
+
+    def plan(self, nodes: AbstractSet[str]) -> ReadPlan:
+        """The plan for reading `nodes`."""
+        if len(nodes) < self.min_nodes:
+            return ReadPlan(self._dag, self._sentences, nodes, self._config)
+        key = frozenset(nodes)
+        got = self._plans.get(key)
+        if got is not None:
+            self.hits += 1
+            self._plans.move_to_end(key)
+            return got
+        got = ReadPlan(self._dag, self._sentences, key, self._config)
+        self._plans[key] = got
+        if len(self._plans) > self.max_plans:
+            self._plans.popitem(last=False)
+        return got
+
+
+_RUN_PLANS: WeakKeyDictionary[SentenceIndex, dict[tuple[Any, ...], ReadPlans]] = WeakKeyDictionary()
+
+
+def read_plans(dag: Dag, sentences: SentenceIndex, config: VerifyConfig) -> ReadPlans:
+    """The run's plan cache: one per `SentenceIndex` (i.e. per run) and batching configuration."""
+    key = (
+        config.evidence_sentences_root,
+        config.evidence_sentences_nonroot,
+        config.evidence_tokens_root,
+        config.evidence_tokens_nonroot,
+    )
+    per_run = _RUN_PLANS.setdefault(sentences, {})
+    got = per_run.get(key)
+    if got is None:
+        got = per_run[key] = ReadPlans(dag, sentences, config)
+    return got
+
+
+async def select_over(
+    dag: Dag,
+    batches: Sequence[EvidenceBatch],
+    claim: Claim,
+    subclaims: Sequence[str],
+    selector: EvidenceSelector,
+    config: VerifyConfig,
+) -> RoundEvidence:
+    """Run all prompts of a round concurrently, validate and merge.
+
+    At most `selector.concurrency` prompts (the model's own limit, when the selector has one) are
+    in progress at once: a widening round at GraphRAG scale has hundreds of prompts, and a
+    task per prompt that only waits on the model's semaphore costs engine time and memory.
+    """
+
+    async def one(b: EvidenceBatch) -> _BatchResult:
+        return await _select_batch(b, claim, subclaims, selector, config)
+
+    limit = getattr(selector, "concurrency", None)
+    results = await run_bounded(one, batches, limit if isinstance(limit, int) else None)
+
+    evidence: list[SentenceRef] = []
+    summaries: list[Summary] = []
+    dropped: list[str] = []
+    issues: list[SelectionIssue] = []
+    with_ev: dict[str, None] = {}
+    any_votes = False
+    for picked, summary_items, drop, iss, voted in results:
+        any_votes = any_votes or voted
+        for e, s in picked:
+            evidence.append(SentenceRef(e.node_id, s.sentence_index, s.text))
+            with_ev.setdefault(e.node_id)
+        summaries.extend(summary_items)
+        dropped.extend(drop)
+        issues.extend(iss)
+    # Node order follows the DAG's stage (later first) then id, so reports are stable.
+    order = dag.read_order(with_ev)
+    rank = {n: i for i, n in enumerate(order)}
+    evidence.sort(key=lambda r: (rank[r.node_id], r.sentence_index))
+    return RoundEvidence(
+        tuple(dict.fromkeys(evidence)),
+        tuple(summaries),
+        tuple(order),
+        tuple(dropped),
+        tuple(issues),
+        qualified=bool(evidence) or not any_votes,
+    )
+
+
+_BatchResult = tuple[
+    Sequence[tuple[Excerpt, ExcerptSentence]],
+    Sequence[Summary],
+    Sequence[str],
+    Sequence[SelectionIssue],
+    bool,
+]
+_NOTHING_SELECTED: _BatchResult = ((), (), (), (), False)
+
+
+async def run_bounded(
+    fn: Callable[[_T], Awaitable[_R]], items: Sequence[_T], limit: int | None
+) -> list[_R]:
+    """`[await fn(x) for x in items]`, at most `limit` at a time (None: all at once).
+
+    Results keep the order of `items`. The first exception stops workers from starting new
+    items and is raised once the ones in progress finish.
+    """
+    if limit is None or limit >= len(items):
+        return list(await asyncio.gather(*[fn(x) for x in items]))
+    results: list[_R | None] = [None] * len(items)
+    todo = iter(enumerate(items))  # shared: each worker takes the next item when it is free
+    failed: list[BaseException] = []
+
+    async def worker() -> None:
+        for i, x in todo:
+            if failed:
+                return
+            try:
+                results[i] = await fn(x)
+            except Exception as exc:  # noqa: BLE001 - re-raised below, after the others stop
+                failed.append(exc)
+                return
+
+    await asyncio.gather(*[worker() for _ in range(max(1, limit))])
+    if failed:
+        raise failed[0]
+    return results  # type: ignore[return-value]  # every slot was filled
+
+
+async def _select_batch(
+    batch: EvidenceBatch,
+    claim: Claim,
+    subclaims: Sequence[str],
+    selector: EvidenceSelector,
+    config: VerifyConfig,
+) -> _BatchResult:
+    if config.samples == 1:
+        raws = [await selector.select(claim, subclaims, batch)]
+        if not raws[0].ids and raws[0].error is None and not raws[0].unreadable:
+            return _NOTHING_SELECTED  # most prompts of a wide round select nothing (shared)
+    else:
+        raws = list(
+            await asyncio.gather(
+                *(selector.select(claim, subclaims, batch, sample=k) for k in range(config.samples))
+            )
+        )
+    dropped: list[str] = []
+    issues: list[SelectionIssue] = []
+    votes: Counter[int] = Counter()
+    picks: list[list[tuple[Excerpt, ExcerptSentence]]] = []
+    for raw in raws:
+        # Every unreadable reply is recorded, also when a re-ask made it good.
+        issues.extend(unreadable_issues(STEP, raw.unreadable))
+    for raw in raws:
+        if raw.error is not None:
+            raise SelectionFailed(
+                f"evidence selection reply unreadable: {raw.error}; raw reply: {raw.raw[:2000]!r}",
+                issues,
+            )
+        picked, drop = validate_ids(raw.ids, batch)
+        picks.append(picked)
+        votes.update(s.prompt_id for _, s in picked)
+        dropped.extend(drop)
+        issues.extend(SelectionIssue("unknown_id", d) for d in drop)
+    keep = {pid for pid, n in votes.items() if n >= config.threshold}
+    by_id = {s.prompt_id: (e, s) for picked in picks for e, s in picked}
+    picked_final = [by_id[i] for i in sorted(keep)]
+    nodes = list(dict.fromkeys(e.node_id for e, _ in picked_final))
+    summaries: list[Summary] = []
+    if nodes:
+        # The summary of the first sample that selected qualifying sentences describes them.
+        for raw, picked in zip(raws, picks, strict=True):
+            if not any(s.prompt_id in keep for _, s in picked):
+                continue
+            if raw.node_summaries:
+                summaries.extend(
+                    Summary((nid,), txt) for nid, txt in raw.node_summaries if nid in nodes
+                )
+            elif raw.summary.strip():
+                summaries.append(Summary(tuple(nodes), raw.summary.strip()))
+            break
+    return picked_final, summaries, dropped, issues, bool(votes)
+
+
+def node_items(sentences: SentenceIndex, node_ids: Iterable[str]) -> list[NodeSentences]:
+    """Full-node items for batching."""
+    out: list[NodeSentences] = []
+    for nid in node_ids:
+        texts = sentences.sentences(nid)
+        out.append((nid, range(len(texts)), texts))
+    return out

@@ -1,0 +1,598 @@
+"""Claim extraction from a final output (SPEC §3), following the Claimify design.
+
+The text (the terminal node of a DAG, or any text) is split into sentences with the same
+segmenter the verifier uses, so a claim's `sentence_indices` point at the very sentences the
+report shows. Each sentence, with a window of preceding and following sentences and an optional
+question the text answered, goes through three stages:
+
+1. **selection** (`claim_selection` prompt): does the sentence state anything checkable? Keep only
+   that part; a sentence with no checkable content yields nothing.
+2. **disambiguation** (`claim_disambiguation` prompt): make the kept part self-contained by
+   resolving references from the context; drop it when that cannot be done with confidence.
+3. **decomposition** (`veritrail.method.subclaims.decompose_text`, the prompt the verifier also uses for
+   sub-claims): split into simple, self-contained claims that name entities in full.
+
+Sentences are processed concurrently. Claims found in several sentences are merged (see
+`merge_claims`), keeping every source sentence. A reply that cannot be read after the model's
+bounded re-asks is recorded in the sentence's trace and that sentence yields no claim; the run goes
+on. Every unreadable reply, also one a re-ask made good, is kept in the sentence's trace as an
+`unparseable_reply` issue (`SentenceTrace.issues`); `ExtractionResult.issues_by_claim` hands them
+to the claims taken from that sentence. Every call goes through `Model.generate_json` with the step names `claim_selection`,
+`claim_disambiguation` and (inside `decompose_text`) `decomposition`, so it is cached and accounted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import json
+import re
+import unicodedata
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from ..lm.base import GenerateConfig
+from ..lm.model import Model
+from ..records import Claim, SelectionIssue
+from .claims import claims_to_json
+from .prompting import fence, load_prompt
+from .segment import split_sentences
+from .steps import Decomposition, unreadable_issues
+from .subclaims import STEP as DECOMPOSITION_STEP
+from .subclaims import DecompositionError, decompose_text_parts
+
+SELECTION_STEP = "claim_selection"
+DISAMBIGUATION_STEP = "claim_disambiguation"
+
+SELECTION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    # Reason first, verdict last: the model states what it sees before it commits to an answer.
+    "properties": {
+        "reason": {"type": "string"},
+        "verifiable_text": {"type": "string"},
+        "has_verifiable_content": {"type": "boolean"},
+    },
+    "required": ["reason", "verifiable_text", "has_verifiable_content"],
+    "additionalProperties": False,
+}
+
+
+class Disambiguation(StrEnum):
+    """Outcome of the disambiguation stage, spelled as the prompt asks for it."""
+
+    CLEAR = "clear"
+    RESOLVED = "resolved"
+    UNRESOLVABLE = "unresolvable"
+
+
+DISAMBIGUATION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "status": {"type": "string", "enum": [d.value for d in Disambiguation]},
+        "text": {"type": "string"},
+        "reason": {"type": "string"},
+    },
+    "required": ["status", "text", "reason"],
+    "additionalProperties": False,
+}
+
+DEFAULT_CONTEXT_BEFORE = 5
+DEFAULT_CONTEXT_AFTER = 2
+DEFAULT_SIMILARITY = 0.9
+
+DecomposeFn = Callable[[Model, str, str], Awaitable[Sequence[str] | Decomposition]]
+"""Signature of the decomposition stage: `(model, text, context) -> parts` (bare, or as a
+`Decomposition` that also lists unreadable replies)."""
+
+
+class SentenceOutcome(StrEnum):
+    """What happened to one sentence."""
+
+    CLAIMS = "claims"
+    NO_VERIFIABLE_CONTENT = "no_verifiable_content"
+    UNRESOLVABLE = "unresolvable"
+    NO_CLAIMS = "no_claims"  # decomposition returned nothing usable
+    ERROR = "error"  # a reply could not be read (kept in `error` / `raw`)
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractionConfig:
+    """Settings of claim extraction.
+
+    `context_before` / `context_after` are the numbers of neighbouring sentences shown with each
+    sentence (to every stage). `similarity_threshold` is the `difflib` ratio used by
+    `near_duplicates` (1.0 = merge only claims equal after normalisation). `max_parallel` bounds
+    how many sentences are in flight at once. `max_tokens` caps the selection and
+    disambiguation replies (they are one short JSON object; the cap stops a weak model that
+    rambles from running for minutes).
+    """
+
+    context_before: int = DEFAULT_CONTEXT_BEFORE
+    context_after: int = DEFAULT_CONTEXT_AFTER
+    similarity_threshold: float = DEFAULT_SIMILARITY
+    max_parallel: int | None = 16
+    max_tokens: int | None = 384
+
+    def __post_init__(self) -> None:
+        if self.context_before < 0 or self.context_after < 0:
+            raise ValueError("context sizes must be >= 0")
+        if not 0.0 < self.similarity_threshold <= 1.0:
+            raise ValueError("similarity_threshold must be in (0, 1]")
+        if self.max_parallel is not None and self.max_parallel < 1:
+            raise ValueError("max_parallel must be >= 1 (or None for no bound)")
+
+
+@dataclass(frozen=True, slots=True)
+class SentenceTrace:
+    """The stages one sentence went through, for review and debugging."""
+
+    index: int
+    sentence: str
+    outcome: SentenceOutcome
+    selected: str | None = None
+    selection_reason: str = ""
+    disambiguation: Disambiguation | None = None
+    disambiguated: str | None = None
+    disambiguation_reason: str = ""
+    claims: tuple[str, ...] = ()
+    error: str | None = None
+    raw: str = ""
+    issues: tuple[SelectionIssue, ...] = ()
+    """One `unparseable_reply` issue per unreadable reply of this sentence's calls (also when a
+    re-ask then succeeded); they go with every claim taken from the sentence."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractionResult:
+    """The merged claims plus the per-sentence trace."""
+
+    sentences: tuple[str, ...]
+    claims: tuple[Claim, ...]
+    trace: tuple[SentenceTrace, ...] = field(default=())
+
+    def claims_by_sentence(self) -> dict[int, list[Claim]]:
+        """Claims grouped by the sentence they came from (a merged claim appears under each)."""
+        out: dict[int, list[Claim]] = {i: [] for i in range(len(self.sentences))}
+        for c in self.claims:
+            for i in c.sentence_indices:
+                out.setdefault(i, []).append(c)
+        return out
+
+    def issues_by_claim(self) -> dict[str, tuple[SelectionIssue, ...]]:
+        """Claim id → the issues of the sentences it came from (claims with none are left out);
+        for `loop.verify_claims(claim_issues=...)`."""
+        by_index = {t.index: t.issues for t in self.trace if t.issues}
+        out: dict[str, tuple[SelectionIssue, ...]] = {}
+        for c in self.claims:
+            got = tuple(i for k in c.sentence_indices for i in by_index.get(k, ()))
+            if got:
+                out[c.id] = got
+        return out
+
+
+# -- selection / disambiguation replies -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Selected:
+    verifiable: bool
+    text: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Disambiguated:
+    status: Disambiguation
+    text: str
+    reason: str
+
+
+def _str_field(d: Mapping[str, Any], key: str) -> str:
+    v = d.get(key, "")
+    if v is None:
+        return ""
+    if not isinstance(v, str):
+        raise TypeError(f"field {key!r} must be a string")
+    return v.strip()
+
+
+def _read_selection(value: Any) -> _Selected:
+    if not isinstance(value, Mapping):
+        raise TypeError("expected a JSON object")
+    flag = value.get("has_verifiable_content")
+    if not isinstance(flag, bool):
+        raise TypeError("'has_verifiable_content' must be true or false")
+    text = _str_field(value, "verifiable_text")
+    # A "yes" with nothing kept is as good as a "no": there is nothing to carry forward.
+    return _Selected(flag and bool(text), text if flag else "", _str_field(value, "reason"))
+
+
+def _read_disambiguation(value: Any) -> _Disambiguated:
+    if not isinstance(value, Mapping):
+        raise TypeError("expected a JSON object")
+    raw_status = value.get("status")
+    if not isinstance(raw_status, str):
+        raise TypeError("'status' must be a string")
+    status = Disambiguation(raw_status.strip().lower())
+    text = _str_field(value, "text")
+    if status is not Disambiguation.UNRESOLVABLE and not text:
+        raise ValueError("a resolved or clear sentence needs a non-empty 'text'")
+    return _Disambiguated(status, text, _str_field(value, "reason"))
+
+
+# -- prompts ----------------------------------------------------------------------------------
+
+
+def _context_block(sentences: Sequence[str], label: str) -> str:
+    if not sentences:
+        return "(none)"
+    return fence("\n".join(sentences), label)
+
+
+def _question_block(question: str | None) -> str:
+    # With no question the block is left out entirely: a line saying "there is no question" made
+    # a small model (Qwen2.5-Coder-1.5B) answer that nothing in the text was checkable.
+    if not question or not question.strip():
+        return ""
+    return "The text answers this question:\n" + fence(question.strip(), "question")
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    before: tuple[str, ...]
+    sentence: str
+    after: tuple[str, ...]
+
+
+def _window(sentences: Sequence[str], i: int, cfg: ExtractionConfig) -> _Window:
+    lo = max(0, i - cfg.context_before)
+    return _Window(
+        tuple(sentences[lo:i]), sentences[i], tuple(sentences[i + 1 : i + 1 + cfg.context_after])
+    )
+
+
+def decomposition_context(window_before: Sequence[str], question: str | None) -> str:
+    """The context handed to the decomposition stage: the question and the preceding sentences.
+
+    Disambiguation has already made the text self-contained; this context only helps the
+    decomposer keep entity names complete.
+    """
+    parts = []
+    if question and question.strip():
+        parts.append(f"Question the text answers: {question.strip()}")
+    if window_before:
+        parts.append("Preceding text: " + " ".join(window_before))
+    return "\n".join(parts)
+
+
+# -- one sentence -----------------------------------------------------------------------------
+
+
+async def _process_sentence(
+    model: Model,
+    sentences: Sequence[str],
+    index: int,
+    question: str | None,
+    cfg: ExtractionConfig,
+    decompose: DecomposeFn,
+) -> SentenceTrace:
+    w = _window(sentences, index, cfg)
+    common = {
+        "question": _question_block(question),
+        "context_before": _context_block(w.before, "preceding sentences"),
+        "context_after": _context_block(w.after, "following sentences"),
+        "sentence": fence(w.sentence, "target sentence"),
+    }
+    sel = await model.generate_json(
+        load_prompt("claim_selection").render(**common),
+        schema=SELECTION_SCHEMA,
+        config=GenerateConfig(schema_name=SELECTION_STEP, max_tokens=cfg.max_tokens),
+        step=SELECTION_STEP,
+        validate=_read_selection,
+    )
+    issues = list(unreadable_issues(SELECTION_STEP, sel.unreadable))
+    if sel.value is None:
+        return SentenceTrace(
+            index,
+            w.sentence,
+            SentenceOutcome.ERROR,
+            error=f"selection: {sel.error}",
+            raw=sel.raw,
+            issues=tuple(issues),
+        )
+    if not sel.value.verifiable:
+        return SentenceTrace(
+            index,
+            w.sentence,
+            SentenceOutcome.NO_VERIFIABLE_CONTENT,
+            selection_reason=sel.value.reason,
+            issues=tuple(issues),
+        )
+    selected = sel.value.text
+    dis = await model.generate_json(
+        load_prompt("claim_disambiguation").render(
+            **common, selected=fence(selected, "checkable part")
+        ),
+        schema=DISAMBIGUATION_SCHEMA,
+        config=GenerateConfig(schema_name=DISAMBIGUATION_STEP, max_tokens=cfg.max_tokens),
+        step=DISAMBIGUATION_STEP,
+        validate=_read_disambiguation,
+    )
+    issues.extend(unreadable_issues(DISAMBIGUATION_STEP, dis.unreadable))
+    base = SentenceTrace(
+        index,
+        w.sentence,
+        SentenceOutcome.ERROR,
+        selected=selected,
+        selection_reason=sel.value.reason,
+        issues=tuple(issues),
+    )
+    if dis.value is None:
+        return replace(base, error=f"disambiguation: {dis.error}", raw=dis.raw)
+    base = replace(
+        base,
+        disambiguation=dis.value.status,
+        disambiguation_reason=dis.value.reason,
+    )
+    if dis.value.status is Disambiguation.UNRESOLVABLE:
+        return replace(base, outcome=SentenceOutcome.UNRESOLVABLE)
+    base = replace(base, disambiguated=dis.value.text)
+    try:
+        got = await decompose(model, dis.value.text, decomposition_context(w.before, question))
+    except DecompositionError as exc:
+        issues.extend(unreadable_issues(DECOMPOSITION_STEP, exc.unreadable))
+        return replace(base, error=f"decomposition: {exc}", raw=exc.raw, issues=tuple(issues))
+    if isinstance(got, Decomposition):
+        issues.extend(unreadable_issues(DECOMPOSITION_STEP, got.unreadable))
+        base = replace(base, issues=tuple(issues))
+        got = got.parts
+    claims = _dedupe_in_order(p.strip() for p in got if p and p.strip())
+    if not claims:
+        return replace(base, outcome=SentenceOutcome.NO_CLAIMS)
+    return replace(base, outcome=SentenceOutcome.CLAIMS, claims=tuple(claims))
+
+
+def _dedupe_in_order(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+# -- merging ----------------------------------------------------------------------------------
+
+_PUNCT_WS = re.compile(r"[\W_]+", re.UNICODE)
+
+
+def normalize_claim_text(text: str) -> str:
+    """The comparison key for duplicates: NFKC, case-folded, punctuation and spacing collapsed."""
+    t = unicodedata.normalize("NFKC", text).casefold()
+    return _PUNCT_WS.sub(" ", t).strip()
+
+
+# Words whose presence or absence does not change what a claim asserts. Negations, quantifiers,
+# auxiliaries and prepositions are deliberately absent: "born in" vs "born after" or "is" vs
+# "was" must never merge.
+_FILLER = frozenset({"a", "an", "the", "also", "then", "that", "which", "indeed"})
+
+
+def _content_tokens(key: str) -> frozenset[str]:
+    out = set()
+    for tok in key.split():
+        if tok in _FILLER:
+            continue
+        # Fold a plain plural so "ships"/"ship" match; digits never change (1906 ≠ 1907).
+        if len(tok) > 3 and tok.endswith("s") and not tok.endswith("ss") and not tok.isdigit():
+            tok = tok[:-1]
+        out.add(tok)
+    return frozenset(out)
+
+
+def near_duplicates(a: str, b: str, threshold: float = DEFAULT_SIMILARITY) -> bool:
+    """Whether two claim texts say the same thing up to wording noise.
+
+    Equal after `normalize_claim_text`, or — when `threshold` < 1 — both (1) the same content
+    words (ignoring articles and a few fillers, folding a plain plural "-s") and (2) a
+    `difflib.SequenceMatcher` ratio of at least `threshold` between the normalised texts. (1) keeps
+    claims that differ in a number, a name, a negation or a preposition apart however long they
+    are; (2) keeps apart claims that use the same words in a different order ("A hired B" vs
+    "B hired A").
+    """
+    ka, kb = normalize_claim_text(a), normalize_claim_text(b)
+    if ka == kb:
+        return True
+    if threshold >= 1.0 or _content_tokens(ka) != _content_tokens(kb):
+        return False
+    return difflib.SequenceMatcher(None, ka, kb, autojunk=False).ratio() >= threshold
+
+
+def merge_claims(
+    found: Sequence[tuple[int, str]], *, similarity_threshold: float = DEFAULT_SIMILARITY
+) -> list[Claim]:
+    """Merge claims given as `(sentence_index, text)` in document order.
+
+    Two claims are merged when `near_duplicates(a, b, similarity_threshold)` holds. The first text
+    seen is kept verbatim; the merged claim lists every source sentence (sorted). Ids are `c1`,
+    `c2`, … in order of first appearance. Empty texts are dropped.
+    """
+    kept: list[tuple[str, str, set[int]]] = []  # (text, key, sentence indices)
+    by_key: dict[str, int] = {}
+    for idx, text in found:
+        key = normalize_claim_text(text)
+        if not key:
+            continue
+        pos = by_key.get(key)
+        if pos is None:
+            pos = next(
+                (
+                    j
+                    for j, (other, _, _) in enumerate(kept)
+                    if near_duplicates(text, other, similarity_threshold)
+                ),
+                None,
+            )
+        if pos is None:
+            by_key[key] = len(kept)
+            kept.append((text, key, {idx}))
+        else:
+            by_key.setdefault(key, pos)
+            kept[pos][2].add(idx)
+    return [
+        Claim(f"c{n}", text, tuple(sorted(indices))) for n, (text, _, indices) in enumerate(kept, 1)
+    ]
+
+
+# -- public API -------------------------------------------------------------------------------
+
+
+def text_sentences(text: str) -> list[str]:
+    """Sentences of `text` exactly as the verifier indexes the terminal node."""
+    got = split_sentences(text)
+    return got if got else ([text.strip()] if text.strip() else [])
+
+
+async def extract(
+    model: Model,
+    text: str,
+    *,
+    question: str | None = None,
+    config: ExtractionConfig | None = None,
+    decompose: DecomposeFn | None = None,
+) -> ExtractionResult:
+    """Extract claims from `text` and return them with the per-sentence trace.
+
+    `decompose` defaults to `veritrail.method.subclaims.decompose_text_parts` (the verifier's sub-claim
+    decomposition, so one prompt serves both).
+    """
+    cfg = config or ExtractionConfig()
+    dec = decompose or decompose_text_parts
+    sentences = text_sentences(text)
+    sem = asyncio.Semaphore(cfg.max_parallel) if cfg.max_parallel else None
+
+    async def one(i: int) -> SentenceTrace:
+        if sem is None:
+            return await _process_sentence(model, sentences, i, question, cfg, dec)
+        async with sem:
+            return await _process_sentence(model, sentences, i, question, cfg, dec)
+
+    trace = await asyncio.gather(*(one(i) for i in range(len(sentences))))
+    found = [(t.index, c) for t in trace for c in t.claims]
+    claims = merge_claims(found, similarity_threshold=cfg.similarity_threshold)
+    return ExtractionResult(tuple(sentences), tuple(claims), tuple(trace))
+
+
+async def extract_claims(
+    model: Model,
+    text: str,
+    *,
+    question: str | None = None,
+    context_before: int = DEFAULT_CONTEXT_BEFORE,
+    context_after: int = DEFAULT_CONTEXT_AFTER,
+    similarity_threshold: float = DEFAULT_SIMILARITY,
+) -> list[Claim]:
+    """Extract the claims of `text` (the merged list only; see `extract` for the trace)."""
+    cfg = ExtractionConfig(context_before, context_after, similarity_threshold)
+    return list((await extract(model, text, question=question, config=cfg)).claims)
+
+
+class LMClaimSource:
+    """A `veritrail.method.claims.ClaimSource` that extracts claims from the terminal node's text.
+
+    This is what `veritrail verify DAG` without `--claims` plugs in.
+    """
+
+    def __init__(
+        self, model: Model, *, question: str | None = None, config: ExtractionConfig | None = None
+    ) -> None:
+        self.model = model
+        self.question = question
+        self.config = config or ExtractionConfig()
+        self.last: ExtractionResult | None = None
+        """The full result of the latest call (sentences and trace), for reports."""
+
+    async def claims_for(self, terminal_text: str) -> list[Claim]:
+        """Extract and return the merged claims of `terminal_text`."""
+        self.last = await extract(
+            self.model, terminal_text, question=self.question, config=self.config
+        )
+        return list(self.last.claims)
+
+
+# -- claims file ------------------------------------------------------------------------------
+
+
+CLAIMS_FILE_FORMAT = "veritrail-claims"
+
+
+def claims_document(
+    result: ExtractionResult,
+    *,
+    source: str | None = None,
+    model: str | None = None,
+    question: str | None = None,
+) -> dict[str, Any]:
+    """The file `veritrail extract` writes: `{"claims": [...]}` plus what a reviewer needs.
+
+    `veritrail.method.claims.load_claims` reads only `claims` (objects with `id`, `text` and
+    `sentence_indices`); `sentences` lists the segmented text so the indices can be checked by eye.
+    """
+    return {
+        "format": CLAIMS_FILE_FORMAT,
+        "source": source,
+        "model": model,
+        "question": question,
+        "sentences": list(result.sentences),
+        "claims": claims_to_json(result.claims),
+    }
+
+
+def write_claims_document(doc: Mapping[str, Any], path: str | Path) -> None:
+    """Write a claims document as indented UTF-8 JSON."""
+    Path(path).write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def trace_to_json(trace: Sequence[SentenceTrace]) -> list[dict[str, Any]]:
+    """The per-sentence trace as JSON-ready dicts (enums as their values)."""
+    out = []
+    for t in trace:
+        out.append(
+            {
+                "index": t.index,
+                "sentence": t.sentence,
+                "outcome": t.outcome.value,
+                "selected": t.selected,
+                "selection_reason": t.selection_reason,
+                "disambiguation": t.disambiguation.value if t.disambiguation else None,
+                "disambiguated": t.disambiguated,
+                "disambiguation_reason": t.disambiguation_reason,
+                "claims": list(t.claims),
+                "error": t.error,
+                "raw": t.raw,
+                "issues": [{"kind": i.kind, "detail": i.detail} for i in t.issues],
+            }
+        )
+    return out
+
+
+__all__ = [
+    "CLAIMS_FILE_FORMAT",
+    "DISAMBIGUATION_SCHEMA",
+    "SELECTION_SCHEMA",
+    "DecomposeFn",
+    "Disambiguation",
+    "ExtractionConfig",
+    "ExtractionResult",
+    "LMClaimSource",
+    "SentenceOutcome",
+    "SentenceTrace",
+    "claims_document",
+    "decomposition_context",
+    "extract",
+    "extract_claims",
+    "merge_claims",
+    "near_duplicates",
+    "normalize_claim_text",
+    "text_sentences",
+    "trace_to_json",
+    "write_claims_document",
+]

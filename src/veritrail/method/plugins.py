@@ -1,0 +1,280 @@
+"""Pluggable steps: load a decomposer, evidence selector or judge named on the command line.
+
+A step spec (``--decomposer``, ``--selector``, ``--judge``, or the settings of the same names)
+is one of:
+
+* ``package.module:attribute`` — imported with the normal import system (the module must be
+  importable: installed, or on ``PYTHONPATH``); the attribute may be dotted (``mod:Class.make``);
+* ``path/to/file.py:attribute`` — a plugin file loaded from disk (relative to the working
+  directory), for a checker that is not packaged;
+* ``NAME`` — an installed entry point of group ``veritrail.method.steps`` (a package declares
+  ``[project.entry-points."veritrail.method.steps"] NAME = "pkg.module:attribute"``);
+* ``nli:PATH`` (judge only) — the built-in NLI judge over a local Hugging Face
+  sequence-classification model directory (`veritrail.detectors.nli.NLIJudge`).
+
+The attribute is either a ready step object (it has the protocol's async method:
+``decompose``, ``select`` or ``judge``; see `veritrail.method.steps`) or a factory — a class or function
+— called with a `StepContext` when it takes an argument, or with none. Whatever it returns must
+have the protocol method as an ``async def``; anything else is refused up front with a one-line
+message (`PluginError`, exit 2 on the command line), before any model call.
+
+Plugins change results, so each loaded step records a fingerprint (`LoadedStep.fingerprint`):
+the spec, what it resolved to, and a digest — the SHA-256 of the plugin module's source file
+(only that file, not what it imports), or for ``nli:`` of the model's config and weight sizes.
+The run fingerprint includes it: another judge, or an edited plugin file, is another run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from importlib.metadata import entry_points
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..lm.model import Model
+    from .steps import Steps
+
+GROUP = "veritrail.method.steps"
+"""The entry-point group plugins register their steps under."""
+
+METHODS: Mapping[str, str] = {"decomposer": "decompose", "selector": "select", "judge": "judge"}
+"""Step kind -> the async method its protocol requires (`veritrail.method.steps`)."""
+
+_STEPS_FIELD = {"decomposer": "decomposer", "selector": "selector", "judge": "judge"}
+
+
+class PluginError(ValueError):
+    """A step spec that cannot be loaded or does not implement its protocol."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepContext:
+    """What a plugin factory is given."""
+
+    kind: str
+    """``decomposer``, ``selector`` or ``judge``."""
+    model: Model | None = None
+    """The run's language model when one is configured (a plugin may wrap the LM steps)."""
+    spec: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedStep:
+    """A loaded step with what identifies it for run fingerprints."""
+
+    kind: str
+    spec: str
+    step: Any
+    source: str
+    """What the spec resolved to, e.g. ``mypkg.judges:RulesJudge`` or an entry point's value."""
+    digest: str = ""
+    """Digest of the plugin's source file (or of the NLI model); empty when unknown."""
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def fingerprint(self) -> dict[str, str]:
+        """JSON-able identity of the step, for `result_config` and run fingerprints."""
+        return {"spec": self.spec, "source": self.source, "digest": self.digest, **self.extra}
+
+
+def _file_digest(path: str | None) -> str:
+    if not path:
+        return ""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    except OSError:
+        return ""
+
+
+def _import_file(path: Path) -> ModuleType:
+    if not path.is_file():
+        raise PluginError(f"plugin file {path} does not exist")
+    name = "veritrail_plugin_" + hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
+    got = sys.modules.get(name)
+    if got is not None:
+        return got
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise PluginError(f"cannot load plugin file {path}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # dataclasses and pickling look modules up by name
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as exc:
+        sys.modules.pop(name, None)
+        raise PluginError(
+            f"plugin file {path} failed to import: {type(exc).__name__}: {exc}"
+        ) from exc
+    return mod
+
+
+def _resolve_target(target: str) -> tuple[Any, str, str]:
+    """``module:attr`` or ``file.py:attr`` -> (object, source, digest)."""
+    mod_name, _, attr = target.rpartition(":")
+    if not mod_name or not attr:
+        raise PluginError(f"step spec {target!r} is not module:attribute")
+    if mod_name.endswith(".py") or "/" in mod_name or "\\" in mod_name:
+        path = Path(mod_name).expanduser()
+        mod = _import_file(path)
+        source = f"{path}:{attr}"
+    else:
+        try:
+            mod = importlib.import_module(mod_name)
+        except ImportError as exc:
+            raise PluginError(f"cannot import plugin module {mod_name!r}: {exc}") from exc
+        except Exception as exc:
+            raise PluginError(
+                f"plugin module {mod_name!r} failed to import: {type(exc).__name__}: {exc}"
+            ) from exc
+        source = f"{mod_name}:{attr}"
+    obj: Any = mod
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise PluginError(f"plugin {source}: {mod_name!r} has no attribute {attr!r}") from None
+    return obj, source, _file_digest(getattr(mod, "__file__", None))
+
+
+def _resolve_entry_point(name: str) -> tuple[Any, str, str]:
+    found = [ep for ep in entry_points(group=GROUP) if ep.name == name]
+    if not found:
+        names = sorted({ep.name for ep in entry_points(group=GROUP)})
+        known = ", ".join(names) if names else "none installed"
+        raise PluginError(
+            f"no step named {name!r}: give module:attribute, file.py:attribute, nli:PATH or an "
+            f"entry point of group {GROUP} ({known})"
+        )
+    ep = found[0]
+    try:
+        obj = ep.load()
+    except Exception as exc:
+        raise PluginError(
+            f"entry point {name!r} ({ep.value}) failed to load: {type(exc).__name__}: {exc}"
+        ) from exc
+    dist = getattr(ep, "dist", None)
+    source = ep.value + (f" ({dist.name} {dist.version})" if dist is not None else "")
+    mod = sys.modules.get(ep.value.partition(":")[0])
+    return obj, source, _file_digest(getattr(mod, "__file__", None))
+
+
+def _instantiate(obj: Any, ctx: StepContext, source: str) -> Any:
+    method = METHODS[ctx.kind]
+    if not isinstance(obj, type) and hasattr(obj, method):
+        return obj  # a ready step object
+    if not callable(obj):
+        raise PluginError(f"plugin {source} is neither a {ctx.kind} nor a factory")
+    if isinstance(obj, type) and not hasattr(obj, method):
+        raise _not_a(ctx.kind, source)  # a class whose instances cannot be steps: say so now
+    try:
+        params = [
+            p
+            for p in inspect.signature(obj).parameters.values()
+            if p.default is inspect.Parameter.empty
+            and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+    except (TypeError, ValueError):
+        params = []
+    try:
+        return obj(ctx) if params else obj()
+    except PluginError:
+        raise
+    except Exception as exc:
+        raise PluginError(f"plugin {source} failed to start: {type(exc).__name__}: {exc}") from exc
+
+
+def load_step(kind: str, spec: str, *, model: Model | None = None) -> LoadedStep:
+    """Load one step (`kind` = decomposer / selector / judge) from its spec."""
+    if kind not in METHODS:
+        raise PluginError(f"unknown step kind {kind!r}: use {', '.join(METHODS)}")
+    spec = spec.strip()
+    if not spec:
+        raise PluginError(f"--{kind}: empty step spec")
+    if spec.startswith("nli:"):
+        if kind != "judge":
+            raise PluginError(f"nli:PATH is a judge, not a {kind}")
+        from ..detectors.nli import NLIJudge, NLIModel
+
+        model_dir = spec[len("nli:") :]
+        nli = NLIModel(model_dir)  # NLIModelError is a ValueError with the reason
+        return LoadedStep(
+            kind,
+            spec,
+            NLIJudge(nli),
+            f"nli:{nli.path}",
+            nli.fingerprint,
+            {"labels": str(nli.roles)},
+        )
+    if ":" in spec:
+        obj, source, digest = _resolve_target(spec)
+    else:
+        obj, source, digest = _resolve_entry_point(spec)
+    step = _instantiate(obj, StepContext(kind, model, spec), source)
+    method = getattr(step, METHODS[kind], None)
+    if method is None or not inspect.iscoroutinefunction(method):
+        raise _not_a(kind, source)
+    return LoadedStep(kind, spec, step, source, digest)
+
+
+def _not_a(kind: str, source: str) -> PluginError:
+    return PluginError(
+        f"plugin {source} does not implement the {kind} protocol: it needs an "
+        f"'async def {METHODS[kind]}(...)' (see veritrail.method.steps)"
+    )
+
+
+def load_steps(
+    specs: Mapping[str, str | None], *, model: Model | None = None
+) -> dict[str, LoadedStep]:
+    """Load the steps whose spec is given (kinds with None or "" are left out)."""
+    return {k: load_step(k, v, model=model) for k, v in specs.items() if v}
+
+
+def apply_steps(base: Steps, loaded: Mapping[str, LoadedStep]) -> Steps:
+    """`base` with the loaded steps in place of its own."""
+    return replace(base, **{_STEPS_FIELD[k]: s.step for k, s in loaded.items()})
+
+
+def fingerprints(loaded: Mapping[str, LoadedStep]) -> dict[str, dict[str, str]]:
+    """Kind -> fingerprint of each loaded step (empty when every step is the default)."""
+    return {k: s.fingerprint for k, s in sorted(loaded.items())}
+
+
+def spec_fingerprint(kind: str, spec: str) -> dict[str, str]:
+    """What identifies a step spec for the run fingerprint, found without running the plugin:
+    the spec and the digest of its source file (or NLI model). A spec that cannot be resolved
+    gets an empty digest here; loading it (`load_step`) then fails with the reason."""
+    spec = spec.strip()
+    digest = ""
+    try:
+        if spec.startswith("nli:"):
+            from ..detectors.nli import model_fingerprint
+
+            digest = model_fingerprint(spec[len("nli:") :])
+        elif ":" in spec:
+            mod_name = spec.rpartition(":")[0]
+            if mod_name.endswith(".py") or "/" in mod_name or "\\" in mod_name:
+                digest = _file_digest(str(Path(mod_name).expanduser()))
+            else:
+                found = importlib.util.find_spec(mod_name)
+                digest = _file_digest(found.origin if found is not None else None)
+        else:
+            for ep in entry_points(group=GROUP):
+                if ep.name == spec:
+                    found = importlib.util.find_spec(ep.value.partition(":")[0])
+                    dist = getattr(ep, "dist", None)
+                    version = f"{dist.name} {dist.version}:" if dist is not None else ""
+                    file_digest = _file_digest(found.origin if found is not None else None)
+                    digest = f"{version}{ep.value}:{file_digest}"
+                    break
+    except (ImportError, OSError, ValueError):
+        digest = ""
+    return {"kind": kind, "spec": spec, "digest": digest}

@@ -1,0 +1,132 @@
+"""Sub-claim decomposition (SPEC §4.1): a work queue over a one-call decomposer.
+
+Sub-claims are context for evidence selection only; they are never verified on their own. The same
+decomposition prompt serves claim extraction's decomposition stage (`decompose_text`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ..lm.model import Model
+from ..records import Claim, SelectionIssue
+from .prompting import fence, load_prompt
+from .steps import Decomposer, Decomposition, unreadable_issues
+
+STEP = "decomposition"
+
+_DECOMPOSE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"parts": {"type": "array", "items": {"type": "string"}}},
+    "required": ["parts"],
+    "additionalProperties": False,
+}
+
+
+class DecompositionError(RuntimeError):
+    """The decomposition reply could not be read (raw reply and every try's error attached)."""
+
+    def __init__(self, message: str, raw: str, unreadable: Sequence[str] = ()):
+        super().__init__(message)
+        self.raw = raw
+        self.unreadable = tuple(unreadable)
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip().rstrip(".").lower()
+
+
+def _parts(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        value = value.get("parts")
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        raise ValueError('expected {"parts": [strings]}')
+    return [p.strip() for p in value if p.strip()]
+
+
+async def decompose_text(model: Model, text: str, context: str = "") -> list[str]:
+    """One decomposition call: the parts of `text`, using `context` only to resolve references.
+
+    Raises `DecompositionError` when the reply cannot be read after the model layer's re-asks.
+    """
+    return list((await decompose_text_parts(model, text, context)).parts)
+
+
+async def decompose_text_parts(model: Model, text: str, context: str = "") -> Decomposition:
+    """`decompose_text`, with the unreadable replies met before a readable one."""
+    prompt = load_prompt("decompose")
+    block = (
+        f"Context (for resolving references only):\n{fence(context, 'context')}\n\n"
+        if context.strip()
+        else ""
+    )
+    messages = prompt.render(context_block=block, statement=fence(text, "statement"))
+    res = await model.generate_json(messages, schema=_DECOMPOSE_SCHEMA, step=STEP, validate=_parts)
+    if res.value is None:
+        raise DecompositionError(
+            f"unreadable decomposition reply: {res.error}", res.raw, res.unreadable
+        )
+    return Decomposition(tuple(res.value), res.unreadable)
+
+
+class LMDecomposer:
+    """The default decomposer: `decompose_text` through a model."""
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+
+    async def decompose(self, claim: Claim, text: str) -> Decomposition:
+        """Parts of `text` (one call), with any unreadable replies met on the way."""
+        return await decompose_text_parts(self.model, text)
+
+
+async def decompose_claim(
+    decomposer: Decomposer,
+    claim: Claim,
+    max_calls: int = 20,
+    *,
+    issues: list[SelectionIssue] | None = None,
+) -> tuple[str, ...]:
+    """Run the work queue: items that split are pushed back; single parts are final.
+
+    Items already processed (case/space-insensitive) are skipped; at most `max_calls` calls are made,
+    after which items still queued are kept as they are. Unreadable replies (from a decomposer
+    that returns a `Decomposition`, or attached to a `DecompositionError`) are appended to
+    `issues` as `unparseable_reply` issues, in call order.
+    """
+    queue: list[str] = [claim.text]
+    seen: set[str] = set()
+    final: dict[str, str] = {}
+    calls = 0
+    while queue and calls < max_calls:
+        item = queue.pop(0)
+        key = _norm(item)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            got = await decomposer.decompose(claim, item)
+        except DecompositionError as exc:
+            if issues is not None:
+                issues.extend(unreadable_issues(STEP, exc.unreadable))
+            raise
+        if isinstance(got, Decomposition):
+            if issues is not None:
+                issues.extend(unreadable_issues(STEP, got.unreadable))
+            got = got.parts
+        parts = list(dict.fromkeys(p for p in got if p.strip()))
+        calls += 1
+        if len(parts) <= 1:
+            final.setdefault(key, parts[0] if parts else item)
+        else:
+            queue.extend(p for p in parts if _norm(p) not in seen)
+    for item in queue:
+        final.setdefault(_norm(item), item)
+    return tuple(final.values())
+
+
+def format_subclaims(subclaims: Sequence[str]) -> str:
+    """Sub-claims as a numbered list for prompts."""
+    return "\n".join(f"{i}. {s}" for i, s in enumerate(subclaims, 1)) or "(none)"

@@ -1,0 +1,203 @@
+"""Verdict generation (SPEC §4.3): verdict inputs, the size limit with compression, the LM judge.
+
+Verdict inputs are never bare sentences: a root node with evidence contributes its full text, a
+non-root node contributes the evidence summary written during selection.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from ..dag import Dag
+from ..records import Claim, SentenceRef, Summary, Verdict
+from .config import VerifyConfig
+from .prompting import fence, load_prompt
+from .segment import SentenceIndex, split_sentences
+from .steps import LMStep, VerdictGenerator, VerdictInput, VerdictOutcome
+from .subclaims import format_subclaims
+from .tokens import estimate_tokens
+
+STEP = "verdict"
+
+_VERDICT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "reasoning": {"type": "string"},
+        "verdict": {"type": "string", "enum": [v.value for v in Verdict]},
+    },
+    "required": ["reasoning", "verdict"],
+    "additionalProperties": False,
+}
+
+
+def _verdict(value: Any) -> tuple[Verdict, str]:
+    if not isinstance(value, dict) or "verdict" not in value:
+        raise ValueError('expected {"reasoning": ..., "verdict": ...}')
+    return Verdict.parse(str(value["verdict"])), str(value.get("reasoning", ""))
+
+
+def render_evidence(evidence: Sequence[VerdictInput]) -> str:
+    """Verdict evidence as labelled, fenced items; node ids are quoted by `fence` (`ids=`)."""
+    blocks = []
+    for i, item in enumerate(evidence, 1):
+        kind = "source document" if item.is_root else "evidence summary"
+        nodes = "nodes" if len(item.node_ids) > 1 else "node"
+        blocks.append(fence(item.text, f"item {i} ({kind}) {nodes}", ids=item.node_ids))
+    return "\n\n".join(blocks)
+
+
+class LMVerdictGenerator(LMStep):
+    """The default judge: one model call over the assembled evidence."""
+
+    async def judge(
+        self,
+        claim: Claim,
+        subclaims: Sequence[str],
+        evidence: Sequence[VerdictInput],
+        *,
+        sample: int = 0,
+    ) -> VerdictOutcome:
+        """Ask the model for a verdict; an unreadable reply comes back with `error` set."""
+        messages = load_prompt("verdict").render(
+            evidence=render_evidence(evidence),
+            claim=fence(claim.text, "claim"),
+            subclaims=fence(format_subclaims(subclaims), "sub-claims"),
+        )
+        cfg = self.sample_config(sample)
+        res = await self.model.generate_json(
+            messages, schema=_VERDICT_SCHEMA, step=STEP, validate=_verdict, config=cfg
+        )
+        if res.value is None:
+            return VerdictOutcome(
+                None,
+                "",
+                error=res.error or "unreadable reply",
+                raw=res.raw,
+                unreadable=res.unreadable,
+            )
+        verdict, reasoning = res.value
+        return VerdictOutcome(verdict, reasoning, raw=res.raw, unreadable=res.unreadable)
+
+
+def build_inputs(
+    dag: Dag,
+    sentences: SentenceIndex,
+    evidence: Sequence[SentenceRef],
+    summaries: Sequence[Summary],
+    carried_roots: Sequence[str],
+) -> list[VerdictInput]:
+    """Roots with evidence (this round's and carried) in full; non-root evidence as summaries."""
+    roots = list(
+        dict.fromkeys([*(r.node_id for r in evidence if dag.is_root(r.node_id)), *carried_roots])
+    )
+    nonroot_nodes = {r.node_id for r in evidence if not dag.is_root(r.node_id)}
+    items: list[VerdictInput] = []
+    covered: set[str] = set()
+    for s in summaries:
+        ids = tuple(n for n in s.node_ids if n in nonroot_nodes)
+        if ids and s.text.strip():
+            items.append(VerdictInput(ids, False, s.text))
+            covered.update(ids)
+    # A non-root node with evidence but no summary (a selector that wrote none) still counts:
+    # fall back to its selected sentences so the verdict sees what was found. (Grouped in one
+    # pass: a wide round can hold thousands of such nodes.)
+    bare = nonroot_nodes - covered
+    if bare:
+        texts: dict[str, list[str]] = {}
+        for r in evidence:
+            if r.node_id in bare:
+                texts.setdefault(r.node_id, []).append(r.text)
+        items.extend(VerdictInput((nid,), False, " ".join(texts[nid])) for nid in sorted(bare))
+    items.extend(VerdictInput((r,), True, dag.node(r).text) for r in roots)
+    return items
+
+
+def _item_size(item: VerdictInput, sentences: SentenceIndex) -> tuple[int, int, bool]:
+    """(sentences, estimated tokens, is a root) of one verdict item."""
+    if item.is_root:
+        n_sent = len(sentences.sentences(item.node_ids[0]))
+    else:
+        n_sent = len(split_sentences(item.text)) or 1
+    return n_sent, estimate_tokens(item.text), item.is_root
+
+
+def _within(n_sent: int, n_tok: int, has_root: bool, config: VerifyConfig) -> bool:
+    if config.verdict_tokens is not None and n_tok > config.verdict_tokens:
+        return False
+    return has_root or config.verdict_sentences is None or n_sent <= config.verdict_sentences
+
+
+def input_size(items: Sequence[VerdictInput], sentences: SentenceIndex) -> tuple[int, int, bool]:
+    """(sentences, estimated tokens, includes a root) of a verdict input."""
+    sizes = [_item_size(it, sentences) for it in items]
+    return sum(s for s, _, _ in sizes), sum(t for _, t, _ in sizes), any(r for _, _, r in sizes)
+
+
+def fits(items: Sequence[VerdictInput], sentences: SentenceIndex, config: VerifyConfig) -> bool:
+    """Whether the verdict input respects the configured limits (SPEC §4.3)."""
+    return _within(*input_size(items, sentences), config)
+
+
+def largest_fitting_subset(
+    items: Sequence[VerdictInput], sentences: SentenceIndex, config: VerifyConfig
+) -> list[VerdictInput]:
+    """The largest number of items that fits, taking the smallest first; original order kept.
+
+    Item sizes are computed once and added up (summaries are segmented once, not per trial).
+    """
+    sizes = [_item_size(it, sentences) for it in items]
+    order = sorted(range(len(items)), key=lambda i: (sizes[i][1], i))
+    chosen: list[int] = []
+    n_sent, n_tok, has_root = 0, 0, False
+    for i in order:
+        s, t, r = sizes[i]
+        if _within(n_sent + s, n_tok + t, has_root or r, config):
+            chosen.append(i)
+            n_sent, n_tok, has_root = n_sent + s, n_tok + t, has_root or r
+    return [items[j] for j in sorted(chosen)]
+
+
+async def judge_with_samples(
+    judge: VerdictGenerator,
+    claim: Claim,
+    subclaims: Sequence[str],
+    inputs: Sequence[VerdictInput],
+    config: VerifyConfig,
+) -> tuple[VerdictOutcome, float | None]:
+    """One verdict (hard mode) or a vote over `config.samples` verdicts (soft mode, SPEC §4.6).
+
+    Soft mode: the label given by at least `threshold` samples wins (the most frequent if several);
+    no winner or a tie between winners gives Inconclusive. Returns the share of Fully Supported
+    samples as the score.
+    """
+    import asyncio
+
+    outs = await asyncio.gather(
+        *(judge.judge(claim, subclaims, inputs, sample=k) for k in range(config.samples))
+    )
+    # The unreadable replies of every sample, in sample order, go with whatever is returned.
+    unreadable = tuple(u for o in outs for u in o.unreadable)
+    for o in outs:
+        if o.error is not None:
+            return replace(o, unreadable=unreadable), None
+    if config.samples == 1:
+        return outs[0], None
+    counts = Counter(o.verdict for o in outs if o.verdict is not None)
+    score = counts.get(Verdict.FULLY_SUPPORTED, 0) / config.samples
+    ranked = [(v, n) for v, n in counts.most_common() if n >= config.threshold]
+    if not ranked or (len(ranked) > 1 and ranked[0][1] == ranked[1][1]):
+        winner = Verdict.INCONCLUSIVE
+    else:
+        winner = ranked[0][0]
+    reasoning = next(
+        (o.reasoning for o in outs if o.verdict == winner), "no label reached the vote threshold"
+    )
+    votes = ", ".join(f"{v.value}: {n}" for v, n in counts.most_common())
+    return VerdictOutcome(
+        winner,
+        f"{reasoning}\n[votes over {config.samples} samples: {votes}]",
+        unreadable=unreadable,
+    ), score
