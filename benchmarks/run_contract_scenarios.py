@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from test_resume import CLAIMS, build_dag, responder
+from runkit import CLAIMS, build_dag, responder
 from veritrail.testing import FakeOpenAIServer, Fault
 
 KEY = "sk-scenario-secret-0123456789abcdef"
