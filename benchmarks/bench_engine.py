@@ -36,12 +36,14 @@ import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from veritrail.dag import Dag, load_dag
 from veritrail.method.config import VerifyConfig
-from veritrail.method.evidence import _RUN_PLANS
-from veritrail.method.loop import verify_claim, verify_claims
+from veritrail.method.context import RunContext
+from veritrail.method.loop import verify_claim_in, verify_claims
 from veritrail.method.oracle import Oracle
+from veritrail.method.plans import ReadPlans
 from veritrail.method.segment import SentenceIndex
 from veritrail.records import Claim, ClaimResult
 
@@ -117,6 +119,9 @@ class CountingOracle(Oracle):
             self.step_seconds[claim.id] += time.perf_counter() - t0
 
 
+_PLANS: WeakKeyDictionary[SentenceIndex, ReadPlans] = WeakKeyDictionary()
+"""The passes over one sentence index share read plans, as the claims of one run do."""
+
 Row = tuple[ClaimResult, float, int, float]
 """(result, CPU seconds of the whole claim, evidence prompts, seconds inside the oracle steps)."""
 
@@ -130,10 +135,12 @@ async def run_pass(
     oracle.step_seconds = defaultdict(float)
     steps = oracle.steps()
     config = VerifyConfig(q=q)
+    plans = _PLANS.get(index) or _PLANS.setdefault(index, ReadPlans(dag, index, config))
+    ctx = RunContext(dag, index, steps, config, plans)
     out: list[Row] = []
     for c in claims:
         t0 = time.process_time()
-        r = await verify_claim(dag, index, c, steps, config)
+        r = await verify_claim_in(ctx, c)
         out.append((r, time.process_time() - t0, oracle.prompts[c.id], oracle.step_seconds[c.id]))
         if r.error:
             raise SystemExit(f"claim {c.id} failed: {r.error}")
@@ -224,8 +231,9 @@ def main(argv: list[str] | None = None) -> None:
             )
             prev, prev_prompts = engine, n_prompts
         # Read plans are built by the first claim that reads a set and shared by the run
-        # (evidence.ReadPlans): that claim's extra cost, sentences already cached.
-        _RUN_PLANS.pop(index, None)
+        # (plans.ReadPlans, held by the run's context): that claim's extra cost, sentences
+        # already cached.
+        _PLANS.pop(index, None)
         (first,) = asyncio.run(run_pass(dag, index, unsupported[:1], doc, 3))
         print(
             f"  first claim of a run through all three rounds (builds the shared read plans): "

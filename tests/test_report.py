@@ -11,6 +11,16 @@ import jsonschema
 import pytest
 
 from dagkit import make_dag
+from veritrail.method.claims import claim_from_json, claim_to_json, claims_to_json
+from veritrail.records import (
+    Claim,
+    ClaimResult,
+    Cost,
+    ErrorStageStatus,
+    IssueKind,
+    SelectionIssue,
+    Termination,
+)
 from veritrail.report import (
     ReportFormatError,
     claim_from_dict,
@@ -69,3 +79,66 @@ def test_load_report_rejects_other_formats(tmp_path: Path) -> None:
     p.write_text(json.dumps({"format": "veritrail-report", "version": 99}))
     with pytest.raises(ReportFormatError, match="version 99"):
         load_report(p)
+
+
+def _schema_of_claim() -> dict[str, Any]:
+    return _schema()["properties"]["claims"]["items"]  # type: ignore[no-any-return]
+
+
+def test_issue_kinds_are_the_enum_and_the_schema_lists_them() -> None:
+    kind = _schema_of_claim()["properties"]["issues"]["items"]["properties"]["kind"]
+    assert kind["enum"] == [k.value for k in IssueKind]
+    r = ClaimResult(
+        claim=Claim("c1", "A claim."),
+        subclaims=(),
+        verdict=None,
+        reasoning="",
+        termination=Termination.ERROR,
+        iterations=(),
+        provenance=(),
+        error_stages=(),
+        error_stage_status=ErrorStageStatus.NOT_APPLICABLE,
+        cost=Cost(),
+        error="stopped",
+        issues=tuple(SelectionIssue(k, f"a {k} issue") for k in IssueKind),
+    )
+    d = claim_to_dict(r)
+    # The report holds the plain strings, exactly as before the enum.
+    assert [type(i["kind"]) for i in d["issues"]] == [str] * len(IssueKind)
+    assert [i["kind"] for i in d["issues"]] == [
+        "unknown_id",
+        "unparseable_reply",
+        "provenance_truncated",
+    ]
+    jsonschema.validate(d, _schema_of_claim())
+    back = claim_from_dict(json.loads(json.dumps(d)))
+    assert back == r and all(isinstance(i.kind, IssueKind) for i in back.issues)
+    bad = {**d, "issues": [{"kind": "step_error", "detail": "x"}]}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, _schema_of_claim())
+
+
+def test_a_claims_json_is_written_in_one_place() -> None:
+    c = Claim("c1", "A claim.", (2, 0))
+    bare = Claim("c2", "Another.")
+    assert claim_to_json(c) == {"id": "c1", "text": "A claim.", "sentence_indices": [2, 0]}
+    # The report and the run directory always write the indices; the claims file only when given.
+    assert claim_to_json(bare) == {"id": "c2", "text": "Another.", "sentence_indices": []}
+    assert claims_to_json([c, bare]) == [claim_to_json(c), {"id": "c2", "text": "Another."}]
+    assert claim_from_json(claim_to_json(c)) == c
+    assert claim_from_json({"id": "c2", "text": "Another."}) == bare
+    r = ClaimResult(
+        claim=c,
+        subclaims=(),
+        verdict=None,
+        reasoning="",
+        termination=Termination.ERROR,
+        iterations=(),
+        provenance=(),
+        error_stages=(),
+        error_stage_status=ErrorStageStatus.NOT_APPLICABLE,
+        cost=Cost(),
+    )
+    d = claim_to_dict(r)
+    assert list(d)[:4] == ["id", "text", "sentence_indices", "subclaims"]  # the report's order
+    assert {k: d[k] for k in ("id", "text", "sentence_indices")} == claim_to_json(c)

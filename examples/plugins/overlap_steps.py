@@ -9,7 +9,7 @@ Use it from the command line (docs/plugins.md):
 
 or package it and declare entry points (then ``--judge overlap``):
 
-    [project.entry-points."veritrail.method.steps"]
+    [project.entry-points."veritrail.steps"]
     overlap = "overlap_steps:make_judge"
 
 The three classes implement the protocols of `veritrail.method.steps` (`Decomposer`,
@@ -22,8 +22,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from veritrail.method.plugins import StepContext
-from veritrail.method.steps import EvidenceBatch, RawSelection, VerdictInput, VerdictOutcome
+from veritrail.method.steps import (
+    EvidenceBatch,
+    RawSelection,
+    StepContext,
+    VerdictInput,
+    VerdictOutcome,
+)
 from veritrail.records import Claim, Verdict
 
 _STOP_WORDS = """a an the and or of in on at to for by with from is are was were be been it its this

@@ -10,7 +10,9 @@ model layer and the oracle import on first use, so `veritrail dag validate` stay
 * `VerifyConfig`, `verify_claims`, `verify_claim`, `lm_steps` — the loop (SPEC §4);
 * `Oracle` — steps answered from a file; `load_claims` — the claims file;
 * `get_model`, `Model`, `FakeProvider` — the model layer;
-* `build_report`, `write_report` — the versioned report as a dict (`veritrail.report`).
+* `build_report`, `write_report` — the versioned report as a dict (`veritrail.report`);
+* `VeritrailError` — the base of every error veritrail reports (`veritrail.errors`: its
+  `InputProblem` means bad input, exit 2; its `RunFailure` a run that could not go on, exit 3).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import importlib
 from typing import Any
 
 from .dag import Dag, DagValidationError, Node, load_dag
+from .errors import VeritrailError
 from .method.config import VerifyConfig
 from .records import Claim, ClaimResult, ErrorStageStatus, Termination, Verdict
 
@@ -75,6 +78,7 @@ __all__ = [
     "Termination",
     "Verdict",
     "VerifyConfig",
+    "VeritrailError",
     "__version__",
     "acheck",
     "averify",

@@ -32,19 +32,20 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from .dag import Dag, DagValidationError
-from .method.claims import ClaimsFileError, parse_claims
+from .method.claims import ClaimsFileError, claim_to_json, parse_claims
 from .records import Claim
 from .results import Report
 from .run.job import (
     InMemoryDag,
     JobInputError,
     RunState,
+    job_settings,
     prepare_job,
     record_interruption,
     run_job,
     write_outputs,
 )
-from .run.settings import Settings, SettingsError, find_config_file, resolve_settings
+from .run.settings import Settings, find_config_file
 from .run.sources import SourceText, read_named, single_step_dag
 
 PathLike = str | os.PathLike[str]
@@ -64,18 +65,9 @@ def _fs(path: PathLike | None) -> str | None:
 
 
 def _settings(config: PathLike | None, given: Mapping[str, Any]) -> Settings:
-    """The four layers of docs/running.md, arguments playing the flags' part (None = not given)."""
-    flags = {k: v for k, v in given.items() if v is not None}
-    try:
-        settings = resolve_settings(flags, config_path=_fs(config))
-    except SettingsError as exc:
-        from .redaction import redact
-
-        raise JobInputError(redact(str(exc))) from None
-    from .redaction import url_secret
-
-    url_secret(settings.base_url)  # its password is a secret from now on
-    return settings
+    """The four layers of docs/running.md, arguments playing the flags' part (None = not given):
+    the CLI's `job_settings`."""
+    return job_settings(given, config_path=_fs(config))
 
 
 def _dag_input(dag: DagLike) -> tuple[str | None, InMemoryDag | None]:
@@ -102,7 +94,7 @@ def _claims_input(claims: ClaimsLike | None) -> tuple[str | None, list[Claim] | 
     items: list[Any] = []
     for c in claims:
         if isinstance(c, Claim):
-            items.append({"id": c.id, "text": c.text, "sentence_indices": list(c.sentence_indices)})
+            items.append(claim_to_json(c))
         else:
             items.append(dict(c) if isinstance(c, Mapping) else c)
     try:
@@ -164,7 +156,7 @@ async def _arun(
             run_dir=_fs(run_dir) if tmp is None else Path(tmp.name) / "run",
             out_path=_fs(out),
             html=_fs(html),
-            config_file=find_config_file(_fs(config), os.environ, Path.cwd()),
+            config_file=find_config_file(_fs(config)),
             freeze_gc=False,
             extra_inputs=extra_inputs,
         )

@@ -24,6 +24,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from . import errors
 from .textio import (
     InputError,
     InputProblem,
@@ -104,7 +105,7 @@ _FILE_PROBLEMS = frozenset(
 )
 
 
-class DagValidationError(ValueError):
+class DagValidationError(errors.InputProblem, ValueError):
     """The DAG file cannot be read or the DAG is invalid. `problems` lists every failure found;
     `path` is the file (None for `Dag.from_records`).
 

@@ -46,6 +46,22 @@ class ErrorStageStatus(StrEnum):
     NOT_APPLICABLE = "not_applicable"
 
 
+class Step(StrEnum):
+    """The name of every kind of model call the method makes, spelled exactly as in cost tables,
+    `unparseable_reply` issues, progress events and the response cache's namespaces."""
+
+    DECOMPOSITION = "decomposition"
+    """Sub-claim decomposition (SPEC §4.1), also claim extraction's decomposition stage."""
+    EVIDENCE_SELECTION = "evidence_selection"
+    """Evidence selection (SPEC §4.2) and its compression reruns (§4.3)."""
+    VERDICT = "verdict"
+    """Verdict generation (SPEC §4.3); each call ends an iteration of its claim."""
+    CLAIM_SELECTION = "claim_selection"
+    """Claim extraction: does a sentence hold verifiable content."""
+    CLAIM_DISAMBIGUATION = "claim_disambiguation"
+    """Claim extraction: can the sentence be read one way only."""
+
+
 @dataclass(frozen=True, slots=True)
 class Claim:
     """A claim to verify. `sentence_indices` points at terminal-node sentences it came from."""
@@ -72,21 +88,24 @@ class Summary:
     text: str
 
 
-UNPARSEABLE_REPLY = "unparseable_reply"
-"""`SelectionIssue.kind` of a model reply that could not be read (a re-ask may have followed)."""
+class IssueKind(StrEnum):
+    """What a `SelectionIssue` records, spelled exactly as the report's `issues[].kind`."""
+
+    UNKNOWN_ID = "unknown_id"
+    """An id in an evidence-selection reply that the prompt never assigned (dropped)."""
+    UNPARSEABLE_REPLY = "unparseable_reply"
+    """A model reply that could not be read, in any step (a re-ask may have followed): `detail`
+    starts with the step name and the try number."""
+    PROVENANCE_TRUNCATED = "provenance_truncated"
+    """The provenance lists only part of the paths (the path cap or the search budget was hit)."""
 
 
 @dataclass(frozen=True, slots=True)
 class SelectionIssue:
     """Something a step had to discard or could not parse, or a cut in the trail (kept for the
-    report).
+    report); `kind` says which (`IssueKind`)."""
 
-    Kinds: "unknown_id" (an id the prompt never assigned), "unparseable_reply" (an unreadable
-    model reply in any step: `detail` starts with the step name and the try number),
-    "step_error", "provenance_truncated" (the provenance lists only part of the paths).
-    """
-
-    kind: str
+    kind: IssueKind
     detail: str
 
 

@@ -19,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from .dag import Dag
+from .errors import InputProblem
+from .method.claims import claim_from_json, claim_to_json
 from .records import (
-    Claim,
     ClaimResult,
     Cost,
     ErrorStageStatus,
+    IssueKind,
     Iteration,
     SelectionIssue,
     SentenceRef,
@@ -37,7 +39,7 @@ REPORT_FORMAT = "veritrail-report"
 REPORT_VERSION = 1
 
 
-class ReportFormatError(ValueError):
+class ReportFormatError(InputProblem, ValueError):
     """The file is not a VeriTrail report of a version this code reads."""
 
 
@@ -54,9 +56,7 @@ def _step_cost(d: Mapping[str, Any]) -> StepCost:
 def claim_to_dict(r: ClaimResult) -> dict[str, Any]:
     """One claim of the report."""
     return {
-        "id": r.claim.id,
-        "text": r.claim.text,
-        "sentence_indices": list(r.claim.sentence_indices),
+        **claim_to_json(r.claim),  # id, text, sentence_indices
         "subclaims": list(r.subclaims),
         "verdict": r.verdict.value if r.verdict is not None else None,
         "reasoning": r.reasoning,
@@ -86,7 +86,7 @@ def claim_to_dict(r: ClaimResult) -> dict[str, Any]:
         "provenance": [list(p) for p in r.provenance],
         "error_stages": list(r.error_stages),
         "error_stage_status": r.error_stage_status.value,
-        "issues": [{"kind": i.kind, "detail": i.detail} for i in r.issues],
+        "issues": [{"kind": str(i.kind), "detail": i.detail} for i in r.issues],
         "cost": {
             "lm_calls": r.cost.lm_calls,
             "cached_calls": r.cost.cached_calls,
@@ -109,7 +109,7 @@ def claim_from_dict(d: Mapping[str, Any]) -> ClaimResult:
     """Inverse of `claim_to_dict`."""
     c = d["cost"]
     return ClaimResult(
-        claim=Claim(d["id"], d["text"], tuple(d.get("sentence_indices", ()))),
+        claim=claim_from_json(d),
         subclaims=tuple(d["subclaims"]),
         verdict=Verdict(d["verdict"]) if d["verdict"] is not None else None,
         reasoning=d["reasoning"],
@@ -149,7 +149,9 @@ def claim_from_dict(d: Mapping[str, Any]) -> ClaimResult:
             per_step={k: _step_cost(v) for k, v in c.get("per_step", {}).items()},
         ),
         error=d.get("error"),
-        issues=tuple(SelectionIssue(i["kind"], i["detail"]) for i in d.get("issues", ())),
+        issues=tuple(
+            SelectionIssue(IssueKind(i["kind"]), i["detail"]) for i in d.get("issues", ())
+        ),
         score=d.get("score"),
     )
 

@@ -34,6 +34,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from . import errors
+
 MAX_DEPTH = 100
 """Deepest nesting of arrays/objects (JSON) or arrays/tables (TOML) accepted in an input file.
 
@@ -64,7 +66,7 @@ class InputProblem(StrEnum):
     """Nested more than `MAX_DEPTH` levels (or more than the parser can take)."""
 
 
-class InputError(ValueError):
+class InputError(errors.InputProblem, ValueError):
     """An input file cannot be read, decoded or parsed. The message names the file and where."""
 
     def __init__(self, message: str, problem: InputProblem, path: str | Path | None = None):

@@ -13,6 +13,9 @@ from click.testing import CliRunner
 
 from veritrail.adapters.graphrag import (
     GraphRagIndexError,
+    LocalSearchCapture,
+    LocalSearchContext,
+    build_local_query_dag,
     entity_node,
     load_index,
     relationship_node,
@@ -21,11 +24,6 @@ from veritrail.adapters.graphrag import (
 )
 from veritrail.cli.main import cli
 from veritrail.dag import load_dag
-from veritrail.pipelines.graphrag_search import (
-    LocalSearchCapture,
-    LocalSearchContext,
-    build_local_query_dag,
-)
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "graphrag" / "operation_dulce"
 pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason="shared/data/graphrag not present")
@@ -111,3 +109,30 @@ def test_cli_local_capture(tmp_path: Path) -> None:
         ],
     )
     assert r.exit_code == 2 and "only one of" in r.output
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        # Both were decoding tracebacks before the two capture formats shared one reader.
+        (b'{"question": "caf\xe9"}', "not UTF-8"),
+        (b"\xff\xfe{}", "UTF-16"),
+        (b'{"question": "q",', "not valid JSON"),
+        (b"\xef\xbb\xbf" + b'{"question": "q"}', "validation error"),  # BOM dropped, then checked
+    ],
+)
+def test_cli_bad_local_capture_is_one_line_and_exit_2(
+    tmp_path: Path, content: bytes, message: str
+) -> None:
+    cp = tmp_path / "local.json"
+    cp.write_bytes(content)
+    r = CliRunner().invoke(
+        cli,
+        ["from-graphrag", str(DATA), "--local-capture", str(cp), "--out", str(tmp_path / "d.json")],
+    )
+    assert r.exit_code == 2, r.output
+    assert "Traceback" not in r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit)
+    lines = r.output.strip().splitlines()
+    assert lines[0].startswith("error: ") and "local.json" in lines[0] and message in r.output
+    assert not (tmp_path / "d.json").exists()

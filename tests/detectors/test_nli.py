@@ -34,9 +34,9 @@ from veritrail.eval.datasets import load_dataset  # noqa: E402
 from veritrail.eval.runner import run_eval, summarize  # noqa: E402
 from veritrail.method.config import VerifyConfig  # noqa: E402
 from veritrail.method.loop import verify_claims  # noqa: E402
-from veritrail.method.plugins import load_step  # noqa: E402
 from veritrail.method.steps import Steps, VerdictInput  # noqa: E402
 from veritrail.records import Claim, Verdict  # noqa: E402
+from veritrail.run.plugins import load_step  # noqa: E402
 
 MNLI = {0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"}
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "plugins" / "overlap_steps.py"

@@ -287,3 +287,86 @@ def test_open_dataset_guesses_the_kind() -> None:
     ds = open_dataset(str(WICE / "dev.jsonl"), sentences_per_chunk=5)
     assert ds.name == "wice-dev" and ds.n_claims == 349
     assert open_dataset(f"fables:{FABLES}").meta["surrogate_roots"] is True
+
+
+# -- the package (format, wice, fables, layout) ----------------------------------------------------
+
+# Every public name `veritrail.eval.datasets` had when it was one module.
+NAMES_BEFORE_THE_SPLIT = [
+    "DatasetError",
+    "EvalDataset",
+    "EvalItem",
+    "FABLES_LABELS",
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "GoldClaim",
+    "LAYOUT_LABELS",
+    "SentenceKey",
+    "WICE_LABELS",
+    "WiceChunking",
+    "build_dag",
+    "chunk_article",
+    "claim_key",
+    "fables_items",
+    "item_to_json",
+    "iter_claims",
+    "load_dataset",
+    "open_dataset",
+    "parse_layout_label",
+    "save_dataset",
+    "veritrail_layout_items",
+    "wice_items",
+    "wice_to_wice_indices",
+]
+
+
+def test_every_name_of_the_old_module_still_imports() -> None:
+    import importlib
+
+    pkg = importlib.import_module("veritrail.eval.datasets")
+    for name in NAMES_BEFORE_THE_SPLIT:
+        assert getattr(pkg, name, None) is not None, name
+        assert name in pkg.__all__, name
+    for module in ("format", "wice", "fables", "layout"):
+        mod = importlib.import_module(f"veritrail.eval.datasets.{module}")
+        for name in mod.__all__:
+            assert getattr(pkg, name) is getattr(mod, name), f"{module}.{name}"
+
+
+def test_layout_labels_keep_the_fables_style_labels() -> None:
+    from veritrail.eval.datasets import FABLES_LABELS, LAYOUT_LABELS, parse_layout_label
+
+    # The layout reads FABLES's own labels too (its table borrows FABLES's mapping).
+    assert {k: LAYOUT_LABELS[k] for k in ("yes", "no", "partialsupport", "inapplicable")} == {
+        "yes": FS,
+        "no": NFS,
+        "partialsupport": NFS,
+        "inapplicable": None,
+    }
+    for label, verdict in FABLES_LABELS.items():
+        assert parse_layout_label(label) is verdict
+        assert parse_layout_label(f"  {label.upper()} ") is verdict
+
+
+def test_json_lines_readers_skip_blank_lines_and_count_them(tmp_path: Path) -> None:
+    good = {"id": "i", "dag": {"nodes": [{"id": "a", "text": "A.", "sources": []}]}, "claims": []}
+    p = tmp_path / "ds.ndjson"
+    p.write_text(json.dumps(good) + "\n\n   \n" + json.dumps({"id": "x", "claims": 1}) + "\n")
+    with pytest.raises(DatasetError, match=r"ds\.ndjson:4: "):
+        load_dataset(p)
+
+    (tmp_path / "claims.jsonl").write_text(
+        "\n" + json.dumps({"dag": "q", "claim": "c", "label": "Yes"}) + "\n\n" + '{"dag": "q"}\n'
+    )
+    with pytest.raises(DatasetError, match=r"claims\.jsonl:4: "):
+        veritrail_layout_items(tmp_path)
+    # A claim without an id is numbered by its line, blank lines counted.
+    (tmp_path / "claims.jsonl").write_text(
+        "\n\n" + json.dumps({"dag": "q", "claim": "c", "label": "Yes"}) + "\n"
+    )
+    (tmp_path / "dags").mkdir()
+    (tmp_path / "dags" / "q.json").write_text(
+        json.dumps({"nodes": [{"id": "a", "text": "A.", "sources": []}]})
+    )
+    [item] = veritrail_layout_items(tmp_path)
+    assert [c.id for c in item.claims] == ["claim-3"]

@@ -20,8 +20,9 @@ from veritrail.lm.capabilities import CapabilityStore
 from veritrail.lm.model import Model
 from veritrail.lm.openai import OpenAIProvider
 from veritrail.method.config import VerifyConfig
+from veritrail.method.loop import lm_steps, verify_claims
+from veritrail.method.segment import SentenceIndex
 from veritrail.records import Claim, ClaimResult, Termination
-from veritrail.run.runner import run_verification
 from veritrail.testing import FakeOpenAIServer, Fault
 
 
@@ -77,7 +78,17 @@ async def _run(srv: FakeOpenAIServer, cache: ResponseCache) -> tuple[list[ClaimR
         capabilities=CapabilityStore(),
     )
     try:
-        results, _ = await run_verification(_dag(), CLAIMS, VerifyConfig(q=1), model=model)
+        # The loop itself (veritrail.run.runner's one caller was this test; the runner is gone:
+        # the CLI and the API run through veritrail.run.job).
+        dag = _dag()
+        results = await verify_claims(
+            dag,
+            CLAIMS,
+            lm_steps(model),
+            VerifyConfig(q=1),
+            sentences=SentenceIndex(dag),
+            model=model,
+        )
     finally:
         await model.aclose()
     return results, model

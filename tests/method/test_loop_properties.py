@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import given, settings
@@ -11,9 +12,10 @@ from hypothesis import strategies as st
 
 from veritrail import Claim, Termination, Verdict, VerifyConfig
 from veritrail.dag import Dag
-from veritrail.method import evidence
-from veritrail.method.loop import verify_claim
+from veritrail.method.context import RunContext
+from veritrail.method.loop import verify_claim, verify_claim_in
 from veritrail.method.oracle import Oracle
+from veritrail.method.plans import ReadPlans
 from veritrail.method.segment import SentenceIndex
 
 LABELS = [v.value for v in Verdict]
@@ -119,18 +121,15 @@ def test_loop_invariants(case: tuple[Dag, dict[str, Any], int, int]) -> None:
     assert dag.terminal not in read
 
     # Shared read plans (cached per run for large rounds; forced here for every round) change
-    # nothing: the same claim on the same run gives the same result.
-    old_min = evidence.PLAN_MIN_NODES
-    evidence.PLAN_MIN_NODES = 1
-    try:
-        run2 = SentenceIndex(dag)
-        cached = [
-            asyncio.run(verify_claim(dag, run2, Claim("c", "The claim."), o.steps(), cfg))
-            for o in (Oracle.from_dict(oracle_doc), Oracle.from_dict(oracle_doc))
-        ]
-    finally:
-        evidence.PLAN_MIN_NODES = old_min
-    plans = evidence.read_plans(dag, run2, cfg)
+    # nothing: the same claim on the same run gives the same result. (The run's plans live in its
+    # `RunContext` now, not in a module-level cache keyed by the sentence index.)
+    run2 = SentenceIndex(dag)
+    plans = ReadPlans(dag, run2, cfg, min_nodes=1)
+    ctx = RunContext(dag, run2, Oracle.from_dict(oracle_doc).steps(), cfg, plans)
+    cached = [
+        asyncio.run(verify_claim_in(replace(ctx, steps=o.steps()), Claim("c", "The claim.")))
+        for o in (Oracle.from_dict(oracle_doc), Oracle.from_dict(oracle_doc))
+    ]
     if len(res.iterations) <= plans.max_plans:  # each round reads a new set: one plan each
         assert plans.hits == len(res.iterations)  # the second run built none
     for again in cached:

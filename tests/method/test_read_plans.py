@@ -9,14 +9,8 @@ import pytest
 from dagkit import make_dag
 from veritrail.dag import Dag
 from veritrail.method.config import VerifyConfig
-from veritrail.method.evidence import (
-    ReadPlan,
-    ReadPlans,
-    batch_items,
-    node_items,
-    read_plans,
-    run_bounded,
-)
+from veritrail.method.evidence import batch_items, node_items, run_bounded
+from veritrail.method.plans import ReadPlan, ReadPlans
 from veritrail.method.segment import SentenceIndex
 
 
@@ -64,15 +58,8 @@ def test_plans_are_cached_per_run_from_a_size_and_bounded() -> None:
     assert plans.plan({"top", "z"}) is not a
 
 
-def test_read_plans_are_per_run_and_per_batching_config() -> None:
-    dag = _dag()
-    idx, other = SentenceIndex(dag), SentenceIndex(dag)
-    cfg = VerifyConfig()
-    assert read_plans(dag, idx, cfg) is read_plans(dag, idx, VerifyConfig(q=1))  # same batching
-    assert read_plans(dag, idx, cfg) is not read_plans(dag, other, cfg)
-    assert read_plans(dag, idx, cfg) is not read_plans(
-        dag, idx, VerifyConfig(evidence_sentences_root=7)
-    )
+# `test_read_plans_are_per_run_and_per_batching_config` moved to tests/method/test_context.py:
+# a run's plans are held by its `RunContext` (no module-level cache keyed by the sentence index).
 
 
 async def test_run_bounded_keeps_order_and_the_limit() -> None:

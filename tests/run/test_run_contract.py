@@ -22,9 +22,9 @@ from click.testing import CliRunner, Result
 
 from runkit import CLAIMS, build_dag, extracting_responder, responder
 from veritrail.cli.main import cli
-from veritrail.cli.verify import aligned_table
 from veritrail.dag import save_dag
 from veritrail.report import load_report
+from veritrail.run.dryrun import aligned_table
 from veritrail.run.progress import error_cause, stage_rows, summary_tables
 from veritrail.run.store import RESULTS_FILE, RUN_FILE
 from veritrail.testing.fake_openai_server import FakeOpenAIServer, Fault

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..dag import Dag
+from ..errors import InputProblem
 
 
 class TraceKind(StrEnum):
@@ -41,7 +42,7 @@ class TraceKind(StrEnum):
     INCREMENTAL = "incremental"
 
 
-class BooookScoreError(ValueError):
+class BooookScoreError(InputProblem, ValueError):
     """The file is not a BooookScore trace, or a book's entry is malformed."""
 
 

@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..dag import Dag, DagValidationError, load_dag
+from ..errors import InputProblem, RunFailure
 from ..method.claims import ClaimsFileError, load_claims
 from ..method.config import VerifyConfig, fit_to_context, model_context_window
 from ..records import Claim, ClaimResult, Termination, Verdict
 from ..report import atomic_write_text, build_report
 from ..run.job import JobInputError, same_file
 from ..run.job import model_name as job_model_name
-from ..run.settings import Settings, SettingsError, resolve_settings
+from ..run.settings import Settings, SettingsError, model_cache, resolve_settings
 from ..run.store import (
     RUN_FILE,
     RunStore,
@@ -44,10 +45,8 @@ if TYPE_CHECKING:
     from ..method.steps import Steps
     from ..records import SelectionIssue
 
-_CACHE_OFF = ("0", "off", "false", "no", "none")
 
-
-class BatchInputError(ValueError):
+class BatchInputError(InputProblem, ValueError):
     """A job's inputs or outputs cannot be used; found before any model call (exit status 2)."""
 
 
@@ -118,10 +117,9 @@ def model_spec(settings: Settings, model_name: str, cache: str | bool) -> ModelS
 
 
 def cache_setting(value: str | None) -> str | bool:
-    """`--cache` as `ModelSpec.cache`: unset → True (default cache), 'off' → False, else a path."""
-    if value is None:
-        return True
-    return False if value.strip().lower() in _CACHE_OFF else value
+    """`--cache` as `ModelSpec.cache`: unset → True (default cache), 'off' → False, else a path
+    (`run.settings.model_cache`, the one parser of "cache off")."""
+    return model_cache(value)
 
 
 def oracle_steps(doc: Any) -> Steps:
@@ -326,6 +324,9 @@ class JobState:
     finished: bool = False
     fatal: str | None = None
     """The fatal endpoint error that stopped this job's claims (redacted), if one did."""
+    _open: set[str] | None = field(default=None, repr=False)
+    """Claims neither recorded by this run nor finished by an earlier one (`complete`); built on
+    first use, then kept up to date by `record` and `record_lines`."""
 
     def todo(self) -> list[Claim]:
         """Claims still to verify (never recorded, or last recorded with an error)."""
@@ -338,23 +339,52 @@ class JobState:
             return False
         self.recorded.add(cid)
         self.store.record(result)
+        if self._open is not None:
+            self._open.discard(cid)
         return True
+
+    def record_lines(self, entries: Sequence[tuple[str, str]]) -> list[ClaimResult]:
+        """Record finished claims given as (claim id, `run.store.result_line`) pairs, each once
+        (those already recorded by this run are left out), with one write and one fsync
+        (`RunStore.record_lines`); returns the claims recorded. The Ray executor's path: the
+        workers encode their results, so the driver neither re-encodes nor syncs per claim."""
+        fresh: dict[str, str] = {}
+        for cid, line in entries:
+            if cid not in self.recorded and cid not in fresh:
+                fresh[cid] = line
+        if not fresh:
+            return []
+        results = self.store.record_lines(list(fresh.values()))
+        got = {r.claim.id for r in results}
+        if got != set(fresh):
+            # A line whose id is not the one it was sent with would break the once-only count.
+            raise ValueError(f"job {self.job.id}: result lines do not match their claim ids")
+        self.recorded.update(got)
+        if self._open is not None:
+            self._open.difference_update(got)
+        return results
 
     def claim_issues(self) -> dict[str, list[SelectionIssue]]:
         """Issues met while extracting each claim (kept in run.json), for `verify_claims`."""
-        from ..records import SelectionIssue
+        from ..records import IssueKind, SelectionIssue
 
         stored = self.store.info.extra.get("extraction_issues") or {}
         return {
-            cid: [SelectionIssue(i["kind"], i["detail"]) for i in items]
+            cid: [SelectionIssue(IssueKind(i["kind"]), i["detail"]) for i in items]
             for cid, items in stored.items()
         }
 
     def complete(self) -> bool:
-        """Every claim has a recorded result (errors count: they are reported, exit 3)."""
-        return len(self.store.results_in_order()) == len(self.store.claims) and all(
-            c.id in self.recorded or c.id in self.store.done for c in self.store.claims
-        )
+        """Every claim has a recorded result: recorded by this run (errors count: they are
+        reported, exit 3) or finished by an earlier one."""
+        if self._open is None:
+            # Once; afterwards each record only removes its claim. (Scanning every claim of the
+            # job after each record made the driver's work per claim grow with the job's size.)
+            done = self.store.done
+            self._open = {
+                c.id for c in self.store.claims if c.id not in self.recorded and c.id not in done
+            }
+        return not self._open
 
 
 def fitted_config(job: BatchJob, provider: Provider | None) -> VerifyConfig:
@@ -377,7 +407,7 @@ def store_extra(job: BatchJob) -> dict[str, Any]:
     }
 
 
-class ExtractionFailed(RuntimeError):
+class ExtractionFailed(RunFailure, RuntimeError):
     """A job's claims could not be extracted (no claims file): the batch stops with exit 3."""
 
 

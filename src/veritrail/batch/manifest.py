@@ -29,6 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..errors import InputProblem
 from ..run.settings import SETTING_NAMES
 
 BATCH_ONLY_SETTINGS: frozenset[str] = frozenset(
@@ -37,7 +38,7 @@ BATCH_ONLY_SETTINGS: frozenset[str] = frozenset(
 """Settings of the shared model layer and scheduler: one value for the whole batch."""
 
 
-class ManifestError(ValueError):
+class ManifestError(InputProblem, ValueError):
     """The manifest cannot be used; the message names the file and line."""
 
 

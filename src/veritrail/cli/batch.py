@@ -28,7 +28,7 @@ def _fail_lines(message: str) -> NoReturn:
     fail(lines[-1])
 
 
-def _interrupt(signum: int, frame: Any) -> NoReturn:
+def _interrupt(_signum: int, _frame: Any) -> NoReturn:
     raise KeyboardInterrupt
 
 
@@ -161,7 +161,6 @@ def batch(
         LocalExecutor,
         ManifestError,
         RayExecutor,
-        RayUnavailableError,
         load_manifest,
         make_batch_progress,
         prepare_jobs,
@@ -247,9 +246,7 @@ def batch(
         sys.exit(130)
     except (BatchInputError, RunStoreError) as exc:
         _fail_lines(str(exc))
-    except RayUnavailableError as exc:
-        fail(str(exc))
-    except ExtractionFailed as exc:
+    except ExtractionFailed as exc:  # a `RayUnavailableError` is reported by the group: exit 2
         fail(f"{redact(str(exc))}. Fix the endpoint and run the same command again.", 3)
     finally:
         signal.signal(signal.SIGTERM, previous)

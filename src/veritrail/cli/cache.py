@@ -6,8 +6,7 @@ from pathlib import Path
 
 import click
 
-from ..lm.cache import CacheOpenError, ResponseCache, default_cache_path
-from .common import fail
+from ..lm.cache import ResponseCache, default_cache_path
 
 _cache_option = click.option(
     "--cache",
@@ -31,10 +30,7 @@ def stats(cache_path: Path | None) -> None:
     if not path.exists():
         click.echo(f"{path}: no cache yet")
         return
-    try:
-        c = ResponseCache(path)
-    except CacheOpenError as exc:
-        fail(str(exc))
+    c = ResponseCache(path)  # a `CacheOpenError` is reported by the group: exit 2
     try:
         s = c.stats()
     finally:
@@ -56,10 +52,7 @@ def clear(cache_path: Path | None, step: str | None) -> None:
     if not path.exists():
         click.echo(f"{path}: no cache yet")
         return
-    try:
-        c = ResponseCache(path)
-    except CacheOpenError as exc:
-        fail(str(exc))
+    c = ResponseCache(path)  # a `CacheOpenError` is reported by the group: exit 2
     try:
         n = c.clear(step)
     finally:

@@ -15,7 +15,8 @@ import click
 
 from ..run.job import JobInputError
 from ..run.sources import STDIN, expand_paths, read_named, single_step_dag
-from .verify import EXIT_CODES_HELP, claims_options, run_command, run_options
+from .common import EXIT_CODES_HELP, claims_options, run_options
+from .verify import run_command
 
 
 @click.command(epilog=EXIT_CODES_HELP)

@@ -1,13 +1,31 @@
-"""Helpers every subcommand shares: input errors exit with status 2 and a one-line message."""
+"""What every subcommand shares: input errors exit with status 2 and a one-line message, and the
+shared options (the model options, and the run options of every command that verifies).
+
+Defaults shown by `--help` are never written here: the method's come from
+`veritrail.method.config.VerifyConfig` through `veritrail.run.settings.default_text`.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from typing import NoReturn
+from collections.abc import Callable, Iterator
+from typing import Any, NoReturn, TypeVar
 
 import click
 
+from ..lm.model import Model
+from ..run.job import HTML_BESIDE, JobError
+from ..run.settings import SETTING_NAMES, default_text, model_cache
 from ..textio import InputError, read_input_text
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+EXIT_CODES_HELP = (
+    "Exit status: 0 every claim verified and no gate failed; 1 a gate failed "
+    "(--max-unsupported); 2 bad input or usage (before any model call); 3 one or more claims "
+    "could not be verified (wins over 1; they are retried by the next run); 130 interrupted."
+)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -23,3 +41,215 @@ def read_text(path: str, what: str = "input file") -> str:
         return read_input_text(path, what)
     except InputError as exc:
         fail(str(exc))
+
+
+@contextlib.contextmanager
+def job_errors() -> Iterator[None]:
+    """Turn a `JobError` into its one-line `error: ...` message and exit status."""
+    try:
+        yield
+    except JobError as exc:
+        fail(exc.message, exc.exit_code)
+
+
+def _apply(options: list[Callable[[_F], _F]], f: _F) -> _F:
+    for opt in reversed(options):
+        f = opt(f)
+    return f
+
+
+# -- model options ------------------------------------------------------------------------------
+
+_CACHE_HELP = "Model cache file, or 'off'"
+
+
+def model_options(f: _F) -> _F:
+    """The model flags of the commands that call a model outside a run (`extract`, `detect`,
+    `pipeline`, `from-graphrag`); same meaning as in `verify`."""
+    return _apply(
+        [
+            click.option(
+                "--model",
+                "model_name",
+                default=None,
+                help="provider/model [default: the default model].",
+            ),
+            click.option(
+                "--base-url", default=None, help="OpenAI-compatible endpoint (vLLM, Ollama, ...)."
+            ),
+            click.option(
+                "--cache", "cache", default=None, help=_CACHE_HELP + " [default: the user cache]."
+            ),
+            click.option(
+                "--threads",
+                type=click.IntRange(min=1),
+                default=None,
+                help="CPU threads of a local/ model.",
+            ),
+        ],
+        f,
+    )
+
+
+def open_model(
+    name: str | None, *, base_url: str | None, cache: str | None, threads: int | None
+) -> Model:
+    """Build the model the way `veritrail verify` does (user cache on unless turned off)."""
+    from ..lm.registry import ModelNameError, get_model
+
+    try:
+        return get_model(name, cache=model_cache(cache), base_url=base_url, threads=threads)
+    except (ModelNameError, TypeError, ValueError) as exc:
+        fail(str(exc))
+
+
+# -- run options --------------------------------------------------------------------------------
+
+
+def _setting(*names: str, help: str, default: str | None = "", **kw: Any) -> Callable[[_F], _F]:
+    """An option that sets the setting named by its last flag. Its help ends with the setting's
+    default from `Settings` (`default_text`), or with `default` when given as text (a default
+    decided elsewhere, e.g. by the model layer); `default=None` shows none."""
+    name = names[-1].lstrip("-").replace("-", "_")
+    assert name in SETTING_NAMES, name
+    shown = default_text(name) if default == "" else default
+    text = help + (f" [default: {shown}]" if shown is not None else "") + "."
+    kw.setdefault("type", int)
+    return click.option(*names, default=None, help=text, **kw)
+
+
+def _text(*names: str, help: str, default: str | None = None, **kw: Any) -> Callable[[_F], _F]:
+    return _setting(*names, help=help, default=default, type=str, **kw)
+
+
+RUN_OPTIONS: list[Callable[[Any], Any]] = [
+    _text("--model", help="provider/model, e.g. openai/gpt-4o or local/qwen2.5-coder-1.5b"),
+    _text("--base-url", help="OpenAI-compatible endpoint (vLLM, Ollama, ...)"),
+    _setting("-q", "--q", help="Consecutive Not Fully Supported verdicts that stop a claim"),
+    click.option(
+        "--out",
+        "out_path",
+        default="report.json",
+        show_default=True,
+        type=click.Path(dir_okay=False),
+        help="The JSON report.",
+    ),
+    click.option(
+        "--html",
+        "html_opt",
+        is_flag=False,
+        flag_value=HTML_BESIDE,
+        default=None,
+        metavar="[FILE]",
+        help="Also write the HTML report: to FILE, or beside the JSON (.html) when no FILE is given.",
+    ),
+    click.option(
+        "--config",
+        "config_path",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="TOML settings file [default: ./veritrail.toml if present].",
+    ),
+    click.option(
+        "--dry-run",
+        is_flag=True,
+        help="Print what would be called and an estimate of calls, tokens and cost; call nothing.",
+    ),
+    click.option(
+        "--run-dir",
+        type=click.Path(file_okay=False),
+        default=None,
+        help="Run directory [default: RUNS_DIR/<dag>-<hash of inputs and settings>].",
+    ),
+    _text("--runs-dir", help="Parent of default run directories", default=default_text("runs_dir")),
+    click.option("--quiet", is_flag=True, help="No progress and no summary (errors still print)."),
+    _setting("--concurrency", help="Model calls in flight at once", default=None),
+    _setting("--max-parallel-claims", help="Claims verified at once", default="all"),
+    _setting(
+        "--threads", help="CPU threads of an embedded local/ model", default="from the free cores"
+    ),
+    _text("--cache", help=_CACHE_HELP, default="the user cache"),
+    _text("--prompt-dir", help="Directory of prompt overrides"),
+    _text(
+        "--question",
+        help="The question the final output answered (context for claim extraction without "
+        "--claims)",
+    ),
+    _text(
+        "--decomposer",
+        metavar="SPEC",
+        help="Plugin decomposer: module:attribute, file.py:attribute or an entry point of group "
+        "veritrail.steps (docs/plugins.md)",
+    ),
+    _text("--selector", metavar="SPEC", help="Plugin evidence selector"),
+    _text(
+        "--judge",
+        metavar="SPEC",
+        help="Plugin verdict step, or nli:PATH for the NLI judge over a local model directory",
+    ),
+    _text("--prices", help="JSON price file over the built-in price table"),
+    _setting(
+        "--max-unsupported",
+        type=float,
+        default=None,
+        metavar="RATE",
+        help="CI gate: exit 1 when the share of claims judged Not Fully Supported is above RATE "
+        "(0 to 1); the summary lists them",
+    ),
+    _setting("--max-reasks", help="Re-asks per model call after an unreadable reply"),
+    _setting("--evidence-sentences", help="Sentences per evidence prompt (root and non-root)"),
+    _setting("--evidence-sentences-root", help="Sentences per evidence prompt of root nodes"),
+    _setting(
+        "--evidence-sentences-nonroot", help="Sentences per evidence prompt of non-root nodes"
+    ),
+    _setting(
+        "--evidence-tokens-root",
+        help="Token limit per evidence prompt of root nodes (unset: from a model's known context window)",
+    ),
+    _setting(
+        "--evidence-tokens-nonroot",
+        help="Token limit per evidence prompt of non-root nodes (unset: as for root nodes)",
+    ),
+    _setting("--verdict-sentences", help="Verdict input limit in sentences"),
+    _setting(
+        "--verdict-tokens",
+        help="Verdict input limit in tokens (unset: from a model's known context window)",
+    ),
+    _setting("--max-compression-reruns", help="Evidence compression reruns"),
+    _setting("--max-decomposition-calls", help="Sub-claim decomposition calls per claim"),
+    _setting(
+        "--samples",
+        help="Soft prediction: samples per call (the extra ones at sample_temperature "
+        f"{default_text('sample_temperature')}, a file/environment setting)",
+    ),
+    _setting("--threshold", help="Soft prediction: votes needed"),
+]
+"""The options every command that verifies takes after its own (`verify`, `check`): outputs,
+run directory and every setting. One list, so a new option reaches both commands; options that
+are not settings are taken by name in each command's signature (the rest pass on as settings)."""
+
+
+def run_options(f: _F) -> _F:
+    """Apply `RUN_OPTIONS` (in order, as `--help` lists them)."""
+    return _apply(RUN_OPTIONS, f)
+
+
+def claims_options(claims_from: str) -> Callable[[_F], _F]:
+    """`--claims` (default: extract them from `claims_from`) and `--oracle`, the options every
+    command that verifies takes before `RUN_OPTIONS`."""
+
+    def apply(f: _F) -> _F:
+        f = click.option(
+            "--oracle",
+            "oracle_path",
+            type=click.Path(dir_okay=False),
+            help="Answer every step from this oracle file instead of a model.",
+        )(f)
+        return click.option(
+            "--claims",
+            "claims_path",
+            type=click.Path(dir_okay=False),
+            help=f"Claims JSON file (default: extract claims from {claims_from}).",
+        )(f)
+
+    return apply

@@ -31,13 +31,12 @@ def _load_or_exit(file: str, as_json: bool) -> Dag:
     try:
         return load_dag(file)
     except DagValidationError as exc:
-        if as_json:
-            doc = {"file": file, "valid": False, "problems": [p.to_dict() for p in exc.problems]}
-            click.echo(json.dumps(doc, ensure_ascii=False, indent=2))
-        else:
-            # The same text `verify` prints: a file-level problem on one line, else a header
-            # naming the file and one indented line per problem.
-            click.echo(f"error: {exc}", err=True)
+        if not as_json:
+            # Reported by the group, as `verify` reports it: a file-level problem on one line,
+            # else a header naming the file and one indented line per problem; exit 2.
+            raise
+        doc = {"file": file, "valid": False, "problems": [p.to_dict() for p in exc.problems]}
+        click.echo(json.dumps(doc, ensure_ascii=False, indent=2))
         sys.exit(EXIT_INVALID)
 
 

@@ -1,28 +1,36 @@
-"""`veritrail detect`: whole-text hallucination detectors other than the VeriTrail loop (SPEC §6)."""
+"""`veritrail detect`: whole-text hallucination detectors other than the VeriTrail loop (SPEC §6).
+
+The detector runs through the package's one protocol (`veritrail.detectors.base.Detector`): the
+text and its references become a DAG (`--dag` as given; `--text/--refs` as `base.text_dag`, the
+references as roots) with the whole text as the one claim.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
 import click
 
-from ..dag import DagValidationError, load_dag
+from ..dag import Dag, DagValidationError, load_dag
+from ..detectors.base import Detection, text_claim, text_dag
 from ..detectors.g2l import (
     G2LConfig,
+    G2LDetector,
     G2LResult,
     G2LStatus,
     Reference,
-    g2l_detect,
     g2l_report,
     references_from_dag,
 )
+from ..records import Claim
 from ..report import ReportFormatError, load_report, write_report
 from .common import fail as _fail
+from .common import model_options, open_model
 from .common import read_text as _read
-from .extract import model_options, open_model
 
 METHODS = ("g2l",)
 
@@ -130,14 +138,25 @@ def detect(
         except DagValidationError as exc:
             _fail(str(exc))
         text = dag.node(dag.terminal).text
-        references: list[str | Reference] = list(references_from_dag(dag))
+        claim = Claim(dag.terminal, text)
+        show: Callable[[Dag], list[Reference]] = references_from_dag  # sorted, "node <id>"
         source_names = [f"{dag_path}#{nid}" for nid in sorted(dag.roots)]
         text_name = f"{dag_path}#{dag.terminal}"
     else:
         if text_path is None or not all_refs:
             _fail("give --text OUTPUT and at least one --refs DOC (or --dag DAG.json)")
         text = _read(text_path)
-        references = [Reference(Path(r).name, _read(r)) for r in all_refs]
+        ids = [f"source-{i}" for i in range(1, len(all_refs) + 1)]
+        labels = dict(zip(ids, (Path(r).name for r in all_refs), strict=True))
+        dag = text_dag(text, [_read(r) for r in all_refs], source_ids=ids)
+        claim = text_claim(text)
+
+        def by_file_name(d: Dag) -> list[Reference]:
+            # References in the order given, labelled by file name (as the prompts always were).
+            return [Reference(labels[nid], d.node(nid).text) for nid in ids]
+
+        show = by_file_name
+
         source_names = list(all_refs)
         text_name = text_path
     try:
@@ -145,14 +164,19 @@ def detect(
     except ValueError as exc:
         _fail(str(exc))
     model = open_model(model_name, base_url=base_url, cache=cache, threads=threads)
+    detector = G2LDetector(model, cfg, references=show)
 
-    async def go() -> G2LResult:
+    async def go() -> Detection:
         try:
-            return await g2l_detect(model, text, references, cfg)
+            (found,) = await detector.detect(dag, [claim])
+            return found
         finally:
             await model.aclose()
 
-    result = asyncio.run(go())
+    found = asyncio.run(go())
+    if isinstance(found.native, BaseException):
+        raise found.native  # a model failure ends the command as it always did (cli.main)
+    result: G2LResult = found.native
     report = g2l_report(
         result,
         model=model.name,

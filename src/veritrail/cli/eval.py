@@ -13,6 +13,9 @@ import click
 from ..method.config import VerifyConfig
 from .common import fail as _fail
 
+# The method's defaults come from `VerifyConfig` (one source for every default, issue 15).
+_DEFAULT = VerifyConfig()
+
 
 @click.command("eval")
 @click.argument("dataset")
@@ -21,7 +24,8 @@ from .common import fail as _fail
     "methods",
     multiple=True,
     help="kind[:key=value,...]; kinds: veritrail (q=, evidence=), oracle (q=), rag (k=, embedder=), "
-    "direct (budget=, seed=), g2l. Repeatable. Default: oracle without --model; "
+    "direct (budget=, seed=), g2l, nli (model=, chunk=, threshold=, batch=), sirg (classifier=, "
+    "...; docs/evaluation.md). Repeatable. Default: oracle without --model; "
     "veritrail:q=1, veritrail:q=3, rag:k=15, direct with one.",
 )
 @click.option(
@@ -51,17 +55,26 @@ from .common import fail as _fail
     help="WiCE: article sentences per root node.",
 )
 @click.option(
-    "--q", "default_q", type=int, default=3, show_default=True, help="q for methods that give none."
+    "--q",
+    "default_q",
+    type=int,
+    default=_DEFAULT.q,
+    show_default=True,
+    help="q for methods that give none.",
 )
 @click.option(
     "--samples",
     type=int,
-    default=1,
+    default=_DEFAULT.samples,
     show_default=True,
     help="Soft prediction: samples per call (SPEC §4.6).",
 )
 @click.option(
-    "--threshold", type=int, default=1, show_default=True, help="Soft prediction: votes needed."
+    "--threshold",
+    type=int,
+    default=_DEFAULT.threshold,
+    show_default=True,
+    help="Soft prediction: votes needed.",
 )
 @click.option(
     "--embedder",
@@ -73,7 +86,7 @@ from .common import fail as _fail
 @click.option(
     "--max-decomposition-calls",
     type=int,
-    default=20,
+    default=_DEFAULT.max_decomposition_calls,
     show_default=True,
     help="VeriTrail: sub-claim decomposition calls per claim (SPEC §4.1).",
 )
@@ -153,7 +166,7 @@ def eval_cmd(
     DATASET is a file in our format (.json/.jsonl), a WiCE claim file, FABLES.json, a FABLES+ /
     DiverseSumm+ style directory, or one of those prefixed with wice:, fables:, layout:, veritrail:.
     """
-    from ..detectors.baselines import BuildContext, build_method
+    from ..detectors.registry import BuildContext, build_method
     from ..eval.datasets import DatasetError, open_dataset
     from ..eval.datasets import save_dataset as write_dataset
     from ..eval.runner import EvalProgress, run_eval, summarize
@@ -170,6 +183,7 @@ def eval_cmd(
         click.echo(f"{len(ds.items)} items, {ds.n_claims} claims written to {save_dataset}")
         return
     try:
+        # Only what the flags set; every other setting is VerifyConfig's own default.
         base = VerifyConfig(
             q=default_q,
             samples=samples,
@@ -203,7 +217,7 @@ def eval_cmd(
     )
     try:
         built = [build_method(s, ctx) for s in specs]
-    except (ValueError, RuntimeError) as exc:
+    except (ValueError, RuntimeError, OSError) as exc:
         _fail(str(exc))
 
     # Progress as `verify` shows it (issue 19): items done per method, calls, tokens, dollars,

@@ -11,7 +11,6 @@ from typing import Any
 import click
 
 from ..dag import DagValidationError, load_dag
-from ..lm.model import Model
 from ..method.extraction import (
     DEFAULT_CONTEXT_AFTER,
     DEFAULT_CONTEXT_BEFORE,
@@ -29,54 +28,7 @@ from ..method.extraction import (
 from ..textio import InputError
 from ..textio import read_input_text as _read_text_file
 from .common import fail as _fail
-
-_CACHE_OFF = ("off", "none", "no", "false", "0")
-
-
-def model_options(f: Any) -> Any:
-    """The model flags shared by `extract` and `detect` (same meaning as in `verify`)."""
-    for opt in reversed(
-        [
-            click.option(
-                "--model",
-                "model_name",
-                default=None,
-                help="provider/model [default: the default model].",
-            ),
-            click.option(
-                "--base-url", default=None, help="OpenAI-compatible endpoint (vLLM, Ollama, ...)."
-            ),
-            click.option(
-                "--cache",
-                "cache",
-                default=None,
-                help="Model cache file, or 'off' [default: the user cache].",
-            ),
-            click.option(
-                "--threads",
-                type=click.IntRange(min=1),
-                default=None,
-                help="CPU threads of a local/ model.",
-            ),
-        ]
-    ):
-        f = opt(f)
-    return f
-
-
-def open_model(
-    name: str | None, *, base_url: str | None, cache: str | None, threads: int | None
-) -> Model:
-    """Build the model the way `veritrail verify` does (user cache on unless turned off)."""
-    from ..lm.registry import ModelNameError, get_model
-
-    the_cache: str | bool = True
-    if cache is not None:
-        the_cache = False if cache.strip().lower() in _CACHE_OFF else cache
-    try:
-        return get_model(name, cache=the_cache, base_url=base_url, threads=threads)
-    except (ModelNameError, TypeError, ValueError) as exc:
-        _fail(str(exc))
+from .common import model_options, open_model
 
 
 def read_input_text(path: str) -> tuple[str, str]:

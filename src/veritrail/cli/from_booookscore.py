@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..dag import DagValidationError, save_dag
+from ..dag import save_dag
 
 
 @click.command("from-booookscore")
@@ -34,7 +34,7 @@ def from_booookscore(
     Hierarchical: chunk summaries (roots) → merged levels → final summary. Incremental: the
     chain of running summaries. See docs/adapters.md for the assumptions.
     """
-    from ..adapters.booookscore import BooookScoreError, iter_book_dags, safe_filename
+    from ..adapters.booookscore import iter_book_dags, safe_filename
 
     if (out_path is None) == (out_dir is None):
         click.echo("error: give exactly one of --out (with --book) and --out-dir", err=True)
@@ -43,20 +43,17 @@ def from_booookscore(
         click.echo("error: --out writes one DAG: name the book with --book", err=True)
         sys.exit(2)
     written = 0
-    try:
-        for name, dag in iter_book_dags(trace):
-            if book is not None and name != book:
-                continue
-            if out_path is not None:
-                save_dag(dag, out_path)
-            else:
-                assert out_dir is not None
-                Path(out_dir).mkdir(parents=True, exist_ok=True)
-                save_dag(dag, Path(out_dir) / safe_filename(name))
-            written += 1
-    except (BooookScoreError, DagValidationError) as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
+    # A `BooookScoreError` or `DagValidationError` is reported by the group: exit 2.
+    for name, dag in iter_book_dags(trace):
+        if book is not None and name != book:
+            continue
+        if out_path is not None:
+            save_dag(dag, out_path)
+        else:
+            assert out_dir is not None
+            Path(out_dir).mkdir(parents=True, exist_ok=True)
+            save_dag(dag, Path(out_dir) / safe_filename(name))
+        written += 1
     if written == 0:
         click.echo(f"error: no book named {book!r} in {trace}", err=True)
         sys.exit(2)

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from ..dag import Dag, DagValidationError, save_dag
 from ..textio import InputError
 from .common import fail as _fail
-from .extract import model_options, open_model
+from .common import model_options, open_model
 
 if TYPE_CHECKING:
     from ..adapters.graphrag import GraphRagIndex
@@ -106,10 +106,12 @@ def from_graphrag(
                 _fail(f"{capture_path}: {exc}")
             dag = build_query_dag(index, capture)
         elif local_capture_path is not None:
-            from ..pipelines.graphrag_search import LocalSearchCapture, build_local_query_dag
+            from ..adapters.graphrag import LocalSearchCapture, build_local_query_dag
 
             try:
                 local = LocalSearchCapture.from_file(local_capture_path)
+            except InputError as exc:  # unreadable, not UTF-8, not JSON: names the file
+                _fail(str(exc))
             except (OSError, ValidationError) as exc:
                 _fail(f"{local_capture_path}: {exc}")
             dag = build_local_query_dag(index, local)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import click
+
+from ..errors import VeritrailError
 
 # name -> "module:attribute" (relative to veritrail.cli). Add one line per subcommand module.
 COMMANDS: dict[str, str] = {
@@ -46,6 +48,18 @@ class LazyGroup(click.Group):
         assert isinstance(cmd, click.Command)
         return cmd
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the subcommand; a `VeritrailError` it raises ends the process here (`exit_on`).
+
+        The one place every command's errors are reported, so a command raises its errors
+        instead of catching them one by one. Here rather than in `main` so that every way of
+        running the group (the console script, `CliRunner` in the tests) reports them alike.
+        """
+        try:
+            return super().invoke(ctx)
+        except VeritrailError as exc:
+            exit_on(exc)
+
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="veritrail")
@@ -59,17 +73,44 @@ def cli() -> None:
     """
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point.
+def error_line(exc: VeritrailError) -> str:
+    """The one `error: ...` text for an error a command did not handle, redacted.
 
-    The last line of defence for the "never a traceback" contract: a model failure that a
-    command did not handle itself (claim extraction in `extract`, a detector's call, a pipeline
-    step) is printed as one redacted line and exits 3 ("could not be done", as `verify` uses it);
-    Ctrl-C exits 130. `verify` and `resume` handle both themselves, with more detail.
+    A model failure names what failed ("the endpoint refused the run" for an `EndpointError`,
+    else "model call failed") and its short cause; any other error is its own message, which
+    names the file or setting at fault (a DAG file with several problems lists them on indented
+    lines below the first).
     """
     from ..lm.base import EndpointError, ProviderError
     from ..redaction import redact
 
+    if isinstance(exc, ProviderError):
+        kind = (
+            "the endpoint refused the run"
+            if isinstance(exc, EndpointError)
+            else "model call failed"
+        )
+        return f"error: {kind}: {redact(exc.cause)}"
+    return f"error: {redact(str(exc))}"
+
+
+def exit_on(exc: VeritrailError) -> NoReturn:
+    """Print `error_line(exc)` on stderr and exit with the error's code: 2 for bad input or
+    usage (`InputProblem`), 3 when the run could not go on (`RunFailure`, e.g. a model endpoint
+    that failed for good)."""
+    click.echo(error_line(exc), err=True)
+    sys.exit(int(exc.exit_code))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point.
+
+    Errors of veritrail's own (`VeritrailError`: bad input, a model failure no command handled
+    itself, e.g. claim extraction in `extract`, a detector's call, a pipeline step) are reported
+    by the group (`LazyGroup.invoke`, `exit_on`): one redacted line, exit 2 or 3. Here: click's
+    own usage errors, and Ctrl-C exits 130. `verify` and `resume` handle model failures and
+    interrupts themselves, with more detail.
+    """
     try:
         rv = cli.main(
             args=argv if argv is not None else sys.argv[1:],
@@ -90,11 +131,3 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("\ninterrupted.", err=True)
         sys.exit(130)
-    except ProviderError as exc:
-        kind = (
-            "the endpoint refused the run"
-            if isinstance(exc, EndpointError)
-            else "model call failed"
-        )
-        click.echo(f"error: {kind}: {redact(exc.cause)}", err=True)
-        sys.exit(3)

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .common import fail as _fail
+from .common import model_options
 from .common import read_text as _read
-from .extract import model_options
 
 if TYPE_CHECKING:
     from ..lm.model import Model
@@ -23,7 +23,7 @@ def _run(
 ) -> None:
     from ..dag import save_dag
     from ..pipelines import PipelineError
-    from .extract import open_model
+    from .common import open_model
 
     # Same model flags and cache behaviour as `veritrail verify` (re-runs cost nothing).
     model = open_model(

@@ -12,11 +12,12 @@ from typing import Any
 
 import click
 
+from .. import environment
 from ..redaction import url_secret
 from ..run.job import HTML_BESIDE, job_from_run_dir
 from ..run.settings import SettingsError, coerce_setting
-from .common import fail
-from .verify import EXIT_CODES_HELP, execute, job_errors
+from .common import EXIT_CODES_HELP, fail, job_errors
+from .verify import execute
 
 
 @click.command(epilog=EXIT_CODES_HELP)
@@ -49,7 +50,6 @@ from .verify import EXIT_CODES_HELP, execute, job_errors
 @click.option(
     "--base-url",
     default=None,
-    envvar="VERITRAIL_BASE_URL",
     help="The endpoint again, when the run's had a user or password (run.json never stores "
     "them) [default: the run's own].",
 )
@@ -67,6 +67,7 @@ def resume(
     Claims that ended in error are verified again; finished verdicts are kept.
     """
     overrides: dict[str, Any] = {}
+    base_url = base_url or environment.get("VERITRAIL_BASE_URL")
     try:
         if max_unsupported is not None:
             overrides["max_unsupported"] = coerce_setting(

@@ -142,20 +142,25 @@ def detect_cmd(
     cache_dir: str,
 ) -> None:
     """Check one response against its context; writes {"sirg": {...}} (graph + verdict)."""
-    from ..detectors.sirg.analysis import DEFAULT_QUERY, Example
+    import asyncio
+
+    from ..detectors.base import text_claim, text_dag
+    from ..detectors.sirg.analysis import DEFAULT_QUERY
     from ..detectors.sirg.classifier import FragmentClassifier
-    from ..detectors.sirg.detector import dumps
+    from ..detectors.sirg.detector import SirgDetector, dumps
 
     config = _config(method, k, selection, max_targets, threads, tau=tau)
     clf = FragmentClassifier.load(classifier_dir) if classifier_dir else None
-    det = _detector(model_spec, cache_dir, config, clf)
-    example = Example(
-        context=_read(context_path), response=_read(response_path), query=query or DEFAULT_QUERY
-    )
-    try:
-        result = det.detect(example)
-    except ValueError as exc:
-        _fail(str(exc))
+    det = SirgDetector(_detector(model_spec, cache_dir, config, clf), query=query or DEFAULT_QUERY)
+    # Through the detector protocol: the context as the one root, the response as the claim.
+    context, response = _read(context_path), _read(response_path)
+    dag = text_dag(response, [context], source_ids=["context"])
+    (found,) = asyncio.run(det.detect(dag, [text_claim(response)]))
+    if isinstance(found.native, ValueError):
+        _fail(str(found.native))
+    if isinstance(found.native, BaseException):
+        raise found.native
+    result = found.native
     text = dumps(result)
     if out_path:
         Path(out_path).write_text(text + "\n", encoding="utf-8")

@@ -1,13 +1,21 @@
-"""Detectors shipped beside the VeriTrail loop (SPEC §6).
+"""Detectors shipped beside the VeriTrail loop (SPEC §6), all behind one protocol.
 
-* `g2l` — G2LDetect: text → hierarchical tree → root-to-leaf paths → per-path check → AND.
+* `base` — the `Detector` protocol (``name`` + ``async detect(dag, claims, ...)``) and its one
+  result record, `Detection` (docs/detectors.md);
+* `veritrail` — the loop itself and its gold oracle as detectors;
+* `baselines` — the paper's RAG and direct baselines and the NLI chunk baseline;
+* `g2l` — G2LDetect: text → hierarchical tree → root-to-leaf paths → per-path check → AND;
+* `sirg/` — SIRG, the white-box detector (needs the ``sirg`` extra);
+* `registry` — ``kind:key=value`` method specs (``veritrail eval --method``) → detectors.
 """
 
 from __future__ import annotations
 
+from .base import Detection, Detector
 from .g2l import (
     G2LClaimOutcome,
     G2LConfig,
+    G2LDetector,
     G2LResult,
     G2LStatus,
     PathCheck,
@@ -19,8 +27,11 @@ from .g2l import (
 )
 
 __all__ = [
+    "Detection",
+    "Detector",
     "G2LClaimOutcome",
     "G2LConfig",
+    "G2LDetector",
     "G2LResult",
     "G2LStatus",
     "PathCheck",

@@ -25,6 +25,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .. import environment
+
 # all-MiniLM-L6-v2 was trained with 256-token inputs; longer chunks are truncated, as
 # sentence-transformers does.
 MAX_TOKENS = 256
@@ -74,7 +76,7 @@ class HashingEmbedder:
 
 
 def _threads() -> int:
-    return max(1, int(os.environ.get("VERITRAIL_EMBED_THREADS", "1")))
+    return max(1, environment.get_int("VERITRAIL_EMBED_THREADS", 1))
 
 
 class OnnxMiniLMEmbedder:

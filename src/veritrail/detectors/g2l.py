@@ -18,6 +18,10 @@
 4. **AND aggregation** (`aggregate`): the text passes only if every path is supported. A path
    whose replies could not be read counts as unknown: any unsupported path makes the text fail;
    otherwise an unknown path makes it `UNDETERMINED`.
+
+`g2l_detect` checks a text against documents; `g2l_claim` checks one claim against documents or a
+DAG's roots; `G2LDetector` runs it behind the package's `Detector` protocol (`detectors.base`),
+which `veritrail eval --method g2l` and `veritrail detect` use.
 """
 
 from __future__ import annotations
@@ -25,18 +29,23 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..dag import Dag
+from ..fencing import fence
 from ..lm.base import GenerateConfig
-from ..lm.model import Model
-from ..method.prompting import fence, load_prompt
-from ..method.segment import split_sentences
+from ..lm.model import Model, claim_scope
+from ..method.prompting import load_prompt
+from ..method.segment import SentenceIndex, split_sentences
 from ..method.tokens import estimate_tokens
 from ..records import Claim, Verdict
+from .base import Detection, claim_cost, error_text, root_ids
+
+if TYPE_CHECKING:
+    from ..eval.datasets import GoldClaim
 
 TREE_STEP = "g2l_tree"
 CHECK_STEP = "g2l_check"
@@ -556,6 +565,75 @@ async def g2l_claim(
     return G2LClaimOutcome(claim, status_to_verdict(result.status), result.score, result)
 
 
+class G2LDetector:
+    """G2LDetect as a `Detector` (`detectors.base`): each claim's text is checked with
+    `g2l_claim` against the DAG's sources, claims concurrently.
+
+    `references` says how the DAG is shown to the model: by default its root nodes, sorted by id
+    and labelled ``node <id>`` (`references_from_dag`, as `veritrail eval` and ``veritrail detect
+    --dag`` always did); ``veritrail detect --text --refs`` labels them by file name instead.
+    Verdict: PASSED → Fully Supported, FAILED → Not Fully Supported, otherwise none; the score is
+    the share of supported paths; `Detection.native` is the `G2LResult` (tree and paths).
+    """
+
+    kind = "g2l"
+
+    def __init__(
+        self,
+        model: Model,
+        config: G2LConfig | None = None,
+        *,
+        name: str = "G2LDetect",
+        references: Callable[[Dag], Sequence[str | Reference]] = references_from_dag,
+    ) -> None:
+        self.name = name
+        self.model = model
+        self.config = config
+        self.references = references
+
+    async def detect(
+        self,
+        dag: Dag,
+        claims: Sequence[Claim],
+        *,
+        sentences: SentenceIndex | None = None,
+        gold: Mapping[str, GoldClaim] | None = None,
+    ) -> list[Detection]:
+        """One G2LDetect run per claim (tree, paths, checks), claims concurrently."""
+        refs = list(self.references(dag))
+        n_roots = len(root_ids(dag))
+
+        async def one(c: Claim) -> Detection:
+            scope = f"{self.name}::{c.id}"
+            error: str | None = None
+            verdict: Verdict | None = None
+            score: float | None = None
+            native: Any = None
+            with claim_scope(scope):
+                try:
+                    out = await g2l_claim(self.model, c, refs, self.config)
+                    verdict, score, native = out.verdict, out.score, out.result
+                except Exception as exc:  # noqa: BLE001 - recorded per claim
+                    error, native = error_text(exc), exc
+            cost = claim_cost(self.model, scope)
+            return Detection(
+                method=self.name,
+                claim_id=c.id,
+                verdict=verdict,
+                score=score,
+                lm_calls=cost.lm_calls,
+                input_tokens=cost.input_tokens,
+                output_tokens=cost.output_tokens,
+                dollars=cost.dollars,
+                nodes_read=n_roots,
+                nodes_total=len(dag),
+                error=error,
+                native=native,
+            )
+
+        return list(await asyncio.gather(*(one(c) for c in claims)))
+
+
 # -- report -----------------------------------------------------------------------------------
 
 
@@ -612,6 +690,7 @@ __all__ = [
     "TREE_STEP",
     "G2LClaimOutcome",
     "G2LConfig",
+    "G2LDetector",
     "G2LResult",
     "G2LStatus",
     "PathCheck",

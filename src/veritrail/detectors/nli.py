@@ -12,7 +12,7 @@ downloaded: loading uses ``local_files_only=True``.
   than the model's window is cut into chunks at sentence boundaries and the claim is supported
   when one chunk entails it (max over chunks, as AlignScore and MiniCheck do).
 * `nli_chunk_scores` — the same max-over-chunks score for the eval baseline
-  ``nli:model=PATH,chunk=350`` (`veritrail.detectors.baselines.NLIChunkMethod`).
+  ``nli:model=PATH,chunk=350`` (`veritrail.detectors.baselines.NLIChunkDetector`).
 
 Label mapping (`label_roles`), read from ``config.id2label`` in any case: a label containing
 "entail" is entailment, "contradict" contradiction, "neutral" neutral; binary labels such as
@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import InputProblem
 from ..method.segment import split_sentences
 from ..method.steps import VerdictInput, VerdictOutcome
 from ..method.tokens import estimate_tokens
@@ -77,7 +78,7 @@ def _no_progress_bars() -> Iterator[None]:
             hf.enable_progress_bar()
 
 
-class NLIModelError(ValueError):
+class NLIModelError(InputProblem, ValueError):
     """The model directory cannot be used (missing, unreadable, or labels that cannot be read)."""
 
 

@@ -1,8 +1,11 @@
-"""Run methods over a labelled dataset and summarise the results (SPEC §7).
+"""Run detectors over a labelled dataset and summarise the results (SPEC §7).
 
 `run_eval` produces an `EvalRun` (every prediction of every method); `summarize` turns it into
 an `EvalSummary`: one `MethodRow` per method (the rows of the paper's Table 1) plus the
 exclusion counts, AUROC, evidence scores, costs and the error-stage analysis.
+
+A method is any `veritrail.detectors.base.Detector`: the runner calls its `detect` and nothing
+else, and a prediction is the detector's `Detection` (`Prediction` is the same record).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..detectors.baselines import ItemContext, Method, Prediction
+from ..detectors.base import Detection, Detector, check_detections
 from ..method.segment import SentenceIndex
 from ..records import ErrorStageStatus
 from ..run.progress import CallTotals, fmt_duration, fmt_int
@@ -35,6 +38,11 @@ from .metrics import (
     pooled_stage_rates,
     stage_agreement,
 )
+
+Prediction = Detection
+"""One method's answer for one claim: the detector's `Detection`."""
+Method = Detector
+"""A method under evaluation: any `Detector`."""
 
 
 @dataclass(slots=True)
@@ -128,7 +136,9 @@ async def run_eval(
 ) -> EvalRun:
     """Run every method on every item. Items run concurrently (bounded); methods in turn per item.
 
-    All methods see the same claims, the same DAG and the same sentence segmentation.
+    All methods see the same claims (ids = dataset-wide claim keys), the same DAG and the same
+    sentence segmentation; the labelled claims go along as `gold` (only the gold oracle reads
+    them). A method must answer every claim of an item, in order (`RuntimeError` otherwise).
     """
     gold = {claim_key(it.id, c.id): c for it in ds.items for c in it.claims}
     preds: dict[str, dict[str, Prediction]] = {m.name: {} for m in methods}
@@ -141,10 +151,13 @@ async def run_eval(
         item = ds.items[item_index]
         async with sem:
             dag = ds.dag(item)
-            ctx = ItemContext(item, dag, SentenceIndex(dag), item.claims)
+            sentences = SentenceIndex(dag)  # one segmentation per item, shared by every method
+            claims = [c.as_claim(item.id) for c in item.claims]
+            labels = {c.id: g for c, g in zip(claims, item.claims, strict=True)}
             for m in methods:
-                for p in await m.predict(ctx):
-                    preds[m.name][p.claim_key] = p
+                out = await m.detect(dag, claims, sentences=sentences, gold=labels)
+                for p in check_detections(m, claims, out):
+                    preds[m.name][p.claim_id] = p
                 done[m.name] += 1
                 if progress is not None:
                     progress(m.name, done[m.name], len(ds.items))
@@ -324,7 +337,7 @@ def prediction_to_json(p: Prediction) -> dict[str, Any]:
     """One prediction as JSON (evidence as sorted [node, sentence] pairs)."""
     return {
         "method": p.method,
-        "claim": p.claim_key,
+        "claim": p.claim_id,
         "verdict": p.verdict.value if p.verdict else None,
         "score": p.score,
         "evidence": sorted([list(k) for k in p.evidence]) if p.evidence is not None else None,

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from ..errors import RunFailure
+
 Role = Literal["system", "user", "assistant"]
 
 
@@ -54,7 +56,7 @@ class ModelOutput:
     field). Priced at the cached-input rate; 0 when the provider does not report it."""
 
 
-class ProviderError(Exception):
+class ProviderError(RunFailure):
     """Base class of classified provider failures. `retry_after` is seconds, when the server said.
 
     `cause` is a short, redacted description of what went wrong that names the endpoint and the

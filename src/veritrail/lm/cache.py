@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 import threading
 import time
@@ -32,6 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import environment
+from ..errors import InputProblem
 from .base import GenerateConfig, Message, ModelOutput
 
 CACHE_KEY_VERSION = 1
@@ -53,13 +54,13 @@ CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 
-class CacheOpenError(ValueError):
+class CacheOpenError(InputProblem, ValueError):
     """The cache file cannot be created, opened or written; the message names it and the cause."""
 
 
 def default_cache_path() -> Path:
     """`$VERITRAIL_CACHE_DIR/cache.sqlite`, else `~/.cache/veritrail/cache.sqlite`."""
-    env = os.environ.get("VERITRAIL_CACHE_DIR")
+    env = environment.get("VERITRAIL_CACHE_DIR")
     root = Path(env) if env else Path.home() / ".cache" / "veritrail"
     return root / "cache.sqlite"
 

@@ -44,11 +44,6 @@ class CapabilityStore:
         with self._lock:
             return dict(self._best)
 
-    def forget(self) -> None:
-        """Drop what was learnt (tests)."""
-        with self._lock:
-            self._best.clear()
-
 
 DEFAULT_CAPABILITIES = CapabilityStore()
 """The process-wide store `Model` uses unless given another."""

@@ -61,6 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import environment
 from .base import FatalError, GenerateConfig, Message, ModelOutput
 from .openai import OpenAIProvider
 
@@ -223,7 +224,7 @@ class PrefixGate:
 
 def model_dir() -> Path:
     """Where assembled model files are kept: `$VERITRAIL_MODEL_DIR` or ~/.cache/veritrail/models."""
-    env = os.environ.get("VERITRAIL_MODEL_DIR")
+    env = environment.get("VERITRAIL_MODEL_DIR")
     return Path(env) if env else Path.home() / ".cache" / "veritrail" / "models"
 
 
@@ -381,8 +382,7 @@ def _assemble(parts: Sequence[Path], dest: Path, spec: LocalModelSpec) -> None:
 
 
 def _env_int(name: str, default: int) -> int:
-    value = os.environ.get(name)
-    return int(value) if value else default
+    return environment.get_int(name, default)
 
 
 class LocalProvider:
@@ -475,7 +475,7 @@ class LocalProvider:
         params.hostnames = ["127.0.0.1"]
         params.warmup = False
         params.ui = False
-        params.verbosity = 0 if os.environ.get("VERITRAIL_LLAMA_LOG") else -1
+        params.verbosity = 0 if environment.get("VERITRAIL_LLAMA_LOG") else -1
         key = secrets.token_hex(16)
         params.api_keys = [key]
         box: dict[str, Any] = {}

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
+from ..fencing import fence
 from ..records import StepCost
 from ..redaction import redact
 from .base import (
@@ -481,8 +482,6 @@ class Model:
             except (JsonReplyError, ValueError, TypeError, KeyError) as exc:
                 error = redact(f"{type(exc).__name__}: {exc}")
             notes.append(_unreadable_note(attempt, error, raw))
-            from ..method.prompting import fence  # prompting imports lm.base: no cycle at call time
-
             msgs = [
                 *messages,
                 Message("assistant", raw),

@@ -57,6 +57,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import openai
 
+from .. import environment
 from ..redaction import redact, redact_url, register_secret, url_secret
 from .base import (
     EndpointError,
@@ -235,10 +236,12 @@ class OpenAIProvider:
         self.model = model
         env = os.environ
         self.timeout = float(
-            timeout if timeout is not None else env.get("VERITRAIL_TIMEOUT", DEFAULT_TIMEOUT)
+            timeout
+            if timeout is not None
+            else environment.get("VERITRAIL_TIMEOUT") or DEFAULT_TIMEOUT
         )
         self.http_client, http = _http_client(
-            http_client or env.get("VERITRAIL_HTTP_CLIENT") or None, self.timeout
+            http_client or environment.get("VERITRAIL_HTTP_CLIENT") or None, self.timeout
         )
         azure_endpoint = azure_endpoint or env.get("AZURE_OPENAI_ENDPOINT") or None
         self.client: openai.AsyncOpenAI
@@ -247,7 +250,7 @@ class OpenAIProvider:
         if azure_endpoint:
             url_secret(azure_endpoint)
             azure_endpoint = check_base_url(azure_endpoint)
-            key = api_key or env.get("VERITRAIL_API_KEY") or env.get("AZURE_OPENAI_API_KEY")
+            key = api_key or environment.get("VERITRAIL_API_KEY") or env.get("AZURE_OPENAI_API_KEY")
             if not key:
                 raise FatalError(
                     "Azure OpenAI needs a key: set AZURE_OPENAI_API_KEY (or VERITRAIL_API_KEY)"
@@ -267,14 +270,19 @@ class OpenAIProvider:
             self.url = redact_url(azure_endpoint)
             self.endpoint = f"azure:{self.url}/{azure_deployment or model}"
         else:
-            url = base_url or env.get("VERITRAIL_BASE_URL") or env.get("OPENAI_BASE_URL") or None
+            url = (
+                base_url
+                or environment.get("VERITRAIL_BASE_URL")
+                or env.get("OPENAI_BASE_URL")
+                or None
+            )
             headers = dict(default_headers or {})
             if url is not None:
                 url_secret(url)
                 url, basic = _split_userinfo(check_base_url(url))
                 if basic is not None:
                     headers["Authorization"] = basic
-            key = api_key or env.get("VERITRAIL_API_KEY") or env.get("OPENAI_API_KEY")
+            key = api_key or environment.get("VERITRAIL_API_KEY") or env.get("OPENAI_API_KEY")
             register_secret(key)
             if not key:
                 if url is None:

@@ -18,10 +18,11 @@ with no price costs 0 dollars and leaves a note, so a report never shows a made-
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from .. import environment
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +101,7 @@ class PriceTable:
     @classmethod
     def from_env(cls) -> PriceTable:
         """Built-in prices, updated from the file named by `VERITRAIL_PRICES` if set."""
-        path = os.environ.get("VERITRAIL_PRICES")
+        path = environment.get("VERITRAIL_PRICES")
         return cls.from_file(path) if path else cls()
 
     def lookup(self, provider: str, model: str) -> Price | None:

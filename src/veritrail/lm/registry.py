@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from .. import environment
+from ..errors import InputProblem
 from .base import Provider
 from .cache import ResponseCache
 from .model import DEFAULT_MAX_REASKS, Model
@@ -41,16 +42,11 @@ _PROVIDERS: dict[str, str | ProviderFactory] = {
 }
 
 
-RETRY_ENV = ("VERITRAIL_RETRY_BASE_DELAY", "VERITRAIL_RETRY_MAX_ATTEMPTS")
-"""Environment variables that adjust the default retry policy."""
-
-
 def retry_policy_from_env(environ: Mapping[str, str] | None = None) -> RetryPolicy:
     """The default `RetryPolicy`, with `VERITRAIL_RETRY_BASE_DELAY` and
     `VERITRAIL_RETRY_MAX_ATTEMPTS` applied when set. A bad value raises `ValueError` naming it."""
-    env = os.environ if environ is None else environ
     policy = RetryPolicy()
-    raw_delay = (env.get("VERITRAIL_RETRY_BASE_DELAY") or "").strip()
+    raw_delay = (environment.get("VERITRAIL_RETRY_BASE_DELAY", environ) or "").strip()
     if raw_delay:
         try:
             delay = float(raw_delay)
@@ -65,7 +61,7 @@ def retry_policy_from_env(environ: Mapping[str, str] | None = None) -> RetryPoli
             base_delay=delay,
             rate_limit_min_delay=min(policy.rate_limit_min_delay, delay),
         )
-    raw_attempts = (env.get("VERITRAIL_RETRY_MAX_ATTEMPTS") or "").strip()
+    raw_attempts = (environment.get("VERITRAIL_RETRY_MAX_ATTEMPTS", environ) or "").strip()
     if raw_attempts:
         try:
             attempts = int(raw_attempts)
@@ -85,7 +81,7 @@ def _fake(model: str, **options: Any) -> Provider:
     return FakeProvider(model=model, **options)
 
 
-class ModelNameError(ValueError):
+class ModelNameError(InputProblem, ValueError):
     """A model name that is not `provider/model` or names an unknown provider."""
 
 
@@ -101,7 +97,7 @@ def providers() -> list[str]:
 
 def resolve_name(name: str | None) -> str:
     """The model name to use: `name`, else `VERITRAIL_MODEL`, else `DEFAULT_MODEL`."""
-    return name or os.environ.get("VERITRAIL_MODEL") or DEFAULT_MODEL
+    return name or environment.get("VERITRAIL_MODEL") or DEFAULT_MODEL
 
 
 def split_name(name: str) -> tuple[str, str]:
@@ -155,7 +151,7 @@ def open_cache(cache: ResponseCache | str | Path | bool | None) -> ResponseCache
     default path (`$VERITRAIL_CACHE_DIR` or `~/.cache/veritrail/cache.sqlite`; off when
     `VERITRAIL_CACHE=0`), False/None for none."""
     if cache is True:
-        return None if os.environ.get("VERITRAIL_CACHE") == "0" else ResponseCache()
+        return None if environment.get("VERITRAIL_CACHE") == "0" else ResponseCache()
     if cache is None or cache is False:
         return None
     if isinstance(cache, ResponseCache):

@@ -10,15 +10,16 @@ input rules of `veritrail.textio` (UTF-8 with an optional BOM, strict JSON, boun
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..errors import InputProblem
 from ..records import Claim
 from ..textio import InputError, read_input_json
 
 
-class ClaimsFileError(ValueError):
+class ClaimsFileError(InputProblem, ValueError):
     """The claims file is unreadable or malformed; the message says where."""
 
 
@@ -84,13 +85,26 @@ def load_claims(path: str | Path) -> list[Claim]:
     return parse_claims(doc, origin=f"claims file {path}")
 
 
+def claim_to_json(claim: Claim, *, omit_empty_indices: bool = False) -> dict[str, Any]:
+    """A claim as JSON, ``{"id", "text", "sentence_indices"}``: the one place that writes it.
+
+    The report, the run directory and the API write `sentence_indices` always (the report
+    schema requires it); the claims file leaves it out when empty (`omit_empty_indices`), as
+    it is optional there. Callers add their own fields after these (a report's verdict, a
+    dataset's label).
+    """
+    doc: dict[str, Any] = {"id": claim.id, "text": claim.text}
+    if claim.sentence_indices or not omit_empty_indices:
+        doc["sentence_indices"] = list(claim.sentence_indices)
+    return doc
+
+
+def claim_from_json(doc: Mapping[str, Any]) -> Claim:
+    """Inverse of `claim_to_json`, for JSON this package wrote (a claims file a person wrote goes
+    through `parse_claims`, which checks every field)."""
+    return Claim(doc["id"], doc["text"], tuple(doc.get("sentence_indices", ())))
+
+
 def claims_to_json(claims: Sequence[Claim]) -> list[dict[str, Any]]:
-    """The claims-file representation of `claims`."""
-    return [
-        {
-            "id": c.id,
-            "text": c.text,
-            **({"sentence_indices": list(c.sentence_indices)} if c.sentence_indices else {}),
-        }
-        for c in claims
-    ]
+    """The claims-file representation of `claims` (what `veritrail extract` writes)."""
+    return [claim_to_json(c, omit_empty_indices=True) for c in claims]

@@ -11,17 +11,16 @@ from __future__ import annotations
 import asyncio
 import functools
 import re
-from collections import Counter, OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from collections.abc import Set as AbstractSet
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
-from weakref import WeakKeyDictionary
 
 from ..dag import Dag
-from ..records import Claim, SelectionIssue, SentenceRef, Summary
+from ..fencing import fence, normalize_line_breaks
+from ..records import Claim, IssueKind, SelectionIssue, SentenceRef, Step, Summary
 from .config import VerifyConfig
-from .prompting import fence, load_prompt, normalize_line_breaks
+from .prompting import load_prompt
 from .segment import SentenceIndex
 from .steps import (
     EvidenceBatch,
@@ -34,8 +33,6 @@ from .steps import (
 )
 from .subclaims import format_subclaims
 from .tokens import estimate_tokens
-
-STEP = "evidence_selection"
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
@@ -227,7 +224,7 @@ class LMEvidenceSelector(LMStep):
         res = await self.model.generate_json(
             messages,
             schema=selection_schema(batch.size),
-            step=STEP,
+            step=Step.EVIDENCE_SELECTION,
             validate=_selection,
             config=cfg,
         )
@@ -287,107 +284,6 @@ def batch_items(
             max_tokens=config.evidence_tokens_nonroot,
         )
     )
-
-
-class ReadPlan:
-    """The claim-independent part of a round: the nodes read (in read order), their prompts, and
-    the union of their sources (the candidates after a Not Fully Supported verdict).
-
-    Immutable once built (`sources` is computed on first use and kept).
-    """
-
-    __slots__ = ("_dag", "_sources", "batches", "roots", "to_read")
-
-    def __init__(
-        self, dag: Dag, sentences: SentenceIndex, nodes: Iterable[str], config: VerifyConfig
-    ):
-        self._dag = dag
-        self.to_read: tuple[str, ...] = tuple(dag.read_order(nodes))
-        roots, nonroots = dag.split_roots(self.to_read)
-        self.roots: frozenset[str] = frozenset(roots)
-        self.batches = batch_items(
-            node_items(sentences, roots), node_items(sentences, nonroots), config
-        )
-        self._sources: frozenset[str] | None = None
-
-    def sources(self) -> frozenset[str]:
-        """`src(v)` of every node read."""
-        if self._sources is None:
-            self._sources = self._dag.sources_of_all(self.to_read)
-        return self._sources
-
-    def iter_sources(self) -> Iterator[str]:
-        """The same sources, lazily (with repeats): for checks that can stop early."""
-        if self._sources is not None:
-            return iter(self._sources)
-        dag = self._dag
-        return (s for n in self.to_read for s in dag.sources(n))
-
-
-PLAN_MIN_NODES = 256
-"""Rounds of fewer nodes are planned directly, not cached (see `ReadPlans`)."""
-
-
-class ReadPlans:
-    """Per-run cache of read plans for large rounds.
-
-    Which nodes a round reads depends on the claim only through earlier verdicts, and many claims
-    read exactly the same sets: every claim's first round is the terminal's sources, and every
-    claim that gets Not Fully Supported there widens to the same next set. At GraphRAG scale such
-    a round holds thousands of nodes (sorting, batching and the union of sources cost ~5 µs a
-    node), so plans of at least `min_nodes` nodes are built once and shared (they hold the run's
-    cached sentence tuples, no copies); the `max_plans` most recently used are kept. Smaller
-    rounds are planned directly: their plans are cheap and rarely repeat.
-    """
-
-    def __init__(
-        self,
-        dag: Dag,
-        sentences: SentenceIndex,
-        config: VerifyConfig,
-        *,
-        min_nodes: int | None = None,
-        max_plans: int = 8,
-    ) -> None:
-        self._dag, self._sentences, self._config = dag, sentences, config
-        self.min_nodes = PLAN_MIN_NODES if min_nodes is None else min_nodes
-        self.max_plans = max_plans
-        self._plans: OrderedDict[frozenset[str], ReadPlan] = OrderedDict()
-        self.hits = 0
-
-    def plan(self, nodes: AbstractSet[str]) -> ReadPlan:
-        """The plan for reading `nodes`."""
-        if len(nodes) < self.min_nodes:
-            return ReadPlan(self._dag, self._sentences, nodes, self._config)
-        key = frozenset(nodes)
-        got = self._plans.get(key)
-        if got is not None:
-            self.hits += 1
-            self._plans.move_to_end(key)
-            return got
-        got = ReadPlan(self._dag, self._sentences, key, self._config)
-        self._plans[key] = got
-        if len(self._plans) > self.max_plans:
-            self._plans.popitem(last=False)
-        return got
-
-
-_RUN_PLANS: WeakKeyDictionary[SentenceIndex, dict[tuple[Any, ...], ReadPlans]] = WeakKeyDictionary()
-
-
-def read_plans(dag: Dag, sentences: SentenceIndex, config: VerifyConfig) -> ReadPlans:
-    """The run's plan cache: one per `SentenceIndex` (i.e. per run) and batching configuration."""
-    key = (
-        config.evidence_sentences_root,
-        config.evidence_sentences_nonroot,
-        config.evidence_tokens_root,
-        config.evidence_tokens_nonroot,
-    )
-    per_run = _RUN_PLANS.setdefault(sentences, {})
-    got = per_run.get(key)
-    if got is None:
-        got = per_run[key] = ReadPlans(dag, sentences, config)
-    return got
 
 
 async def select_over(
@@ -502,7 +398,7 @@ async def _select_batch(
     picks: list[list[tuple[Excerpt, ExcerptSentence]]] = []
     for raw in raws:
         # Every unreadable reply is recorded, also when a re-ask made it good.
-        issues.extend(unreadable_issues(STEP, raw.unreadable))
+        issues.extend(unreadable_issues(Step.EVIDENCE_SELECTION, raw.unreadable))
     for raw in raws:
         if raw.error is not None:
             raise SelectionFailed(
@@ -513,7 +409,7 @@ async def _select_batch(
         picks.append(picked)
         votes.update(s.prompt_id for _, s in picked)
         dropped.extend(drop)
-        issues.extend(SelectionIssue("unknown_id", d) for d in drop)
+        issues.extend(SelectionIssue(IssueKind.UNKNOWN_ID, d) for d in drop)
     keep = {pid for pid, n in votes.items() if n >= config.threshold}
     by_id = {s.prompt_id: (e, s) for picked in picks for e, s in picked}
     picked_final = [by_id[i] for i in sorted(keep)]

@@ -34,18 +34,15 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from ..fencing import fence
 from ..lm.base import GenerateConfig
 from ..lm.model import Model
-from ..records import Claim, SelectionIssue
+from ..records import Claim, SelectionIssue, Step
 from .claims import claims_to_json
-from .prompting import fence, load_prompt
+from .prompting import load_prompt
 from .segment import split_sentences
 from .steps import Decomposition, unreadable_issues
-from .subclaims import STEP as DECOMPOSITION_STEP
 from .subclaims import DecompositionError, decompose_text_parts
-
-SELECTION_STEP = "claim_selection"
-DISAMBIGUATION_STEP = "claim_disambiguation"
 
 SELECTION_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -289,11 +286,11 @@ async def _process_sentence(
     sel = await model.generate_json(
         load_prompt("claim_selection").render(**common),
         schema=SELECTION_SCHEMA,
-        config=GenerateConfig(schema_name=SELECTION_STEP, max_tokens=cfg.max_tokens),
-        step=SELECTION_STEP,
+        config=GenerateConfig(schema_name=Step.CLAIM_SELECTION, max_tokens=cfg.max_tokens),
+        step=Step.CLAIM_SELECTION,
         validate=_read_selection,
     )
-    issues = list(unreadable_issues(SELECTION_STEP, sel.unreadable))
+    issues = list(unreadable_issues(Step.CLAIM_SELECTION, sel.unreadable))
     if sel.value is None:
         return SentenceTrace(
             index,
@@ -317,11 +314,11 @@ async def _process_sentence(
             **common, selected=fence(selected, "checkable part")
         ),
         schema=DISAMBIGUATION_SCHEMA,
-        config=GenerateConfig(schema_name=DISAMBIGUATION_STEP, max_tokens=cfg.max_tokens),
-        step=DISAMBIGUATION_STEP,
+        config=GenerateConfig(schema_name=Step.CLAIM_DISAMBIGUATION, max_tokens=cfg.max_tokens),
+        step=Step.CLAIM_DISAMBIGUATION,
         validate=_read_disambiguation,
     )
-    issues.extend(unreadable_issues(DISAMBIGUATION_STEP, dis.unreadable))
+    issues.extend(unreadable_issues(Step.CLAIM_DISAMBIGUATION, dis.unreadable))
     base = SentenceTrace(
         index,
         w.sentence,
@@ -343,10 +340,10 @@ async def _process_sentence(
     try:
         got = await decompose(model, dis.value.text, decomposition_context(w.before, question))
     except DecompositionError as exc:
-        issues.extend(unreadable_issues(DECOMPOSITION_STEP, exc.unreadable))
+        issues.extend(unreadable_issues(Step.DECOMPOSITION, exc.unreadable))
         return replace(base, error=f"decomposition: {exc}", raw=exc.raw, issues=tuple(issues))
     if isinstance(got, Decomposition):
-        issues.extend(unreadable_issues(DECOMPOSITION_STEP, got.unreadable))
+        issues.extend(unreadable_issues(Step.DECOMPOSITION, got.unreadable))
         base = replace(base, issues=tuple(issues))
         got = got.parts
     claims = _dedupe_in_order(p.strip() for p in got if p and p.strip())

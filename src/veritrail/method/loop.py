@@ -1,8 +1,10 @@
 """The VeriTrail loop (SPEC §4.4, the paper's Algorithm 1) for one claim, and runs over many.
 
-Per claim: decompose into sub-claims, then iterate evidence selection → verdict → candidates until
-one of the three termination conditions holds (tested in the order 1, 2, 3 of SPEC §4.4).
-Claims are independent and run concurrently; a claim that fails is recorded with
+Per claim: decompose into sub-claims, then iterate evidence selection (`evidence`) → verdict
+(`verdict.decide_round`, compression included) → next candidates or stop (`rounds.next_round`,
+the three termination conditions in the order 1, 2, 3 of SPEC §4.4). A run's claims share one
+`context.RunContext` (DAG, sentence index, read plans, steps, settings, the models' usage
+ledgers). Claims are independent and run concurrently; a claim that fails is recorded with
 `termination: error` and never stops the others.
 """
 
@@ -13,7 +15,6 @@ import inspect
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from collections.abc import Set as AbstractSet
 from dataclasses import replace
 
 from ..dag import Dag
@@ -26,25 +27,19 @@ from ..records import (
     ErrorStageStatus,
     Iteration,
     SelectionIssue,
-    SentenceRef,
     StepCost,
     Termination,
     Verdict,
 )
 from .config import VerifyConfig
-from .evidence import LMEvidenceSelector, SelectionFailed, batch_items, read_plans, select_over
+from .context import RunContext
+from .evidence import LMEvidenceSelector, SelectionFailed, select_over
+from .rounds import first_round, next_round
 from .segment import SentenceIndex
-from .steps import Steps, VerdictOutcome, unreadable_issues
+from .steps import Steps
 from .subclaims import DecompositionError, LMDecomposer, decompose_claim
 from .traceability import error_stages, find_provenance
-from .verdict import STEP as VERDICT_STEP
-from .verdict import (
-    LMVerdictGenerator,
-    build_inputs,
-    fits,
-    judge_with_samples,
-    largest_fitting_subset,
-)
+from .verdict import LMVerdictGenerator, decide_round
 
 OnResult = Callable[[ClaimResult], Awaitable[None] | None]
 
@@ -54,7 +49,8 @@ class StepFailure(RuntimeError):
 
 
 def lm_steps(model: Model, *, sample_temperature: float = 0.2) -> Steps:
-    """The default LM-based steps over one model.
+    """The default LM-based steps over one model, which they record (`Steps.models`): the run's
+    costs are read from its usage ledger.
 
     Hard prediction calls run at temperature 0; soft-prediction samples (SPEC §4.6) at
     `sample_temperature`.
@@ -63,60 +59,38 @@ def lm_steps(model: Model, *, sample_temperature: float = 0.2) -> Steps:
         LMDecomposer(model),
         LMEvidenceSelector(model, sample_temperature=sample_temperature),
         LMVerdictGenerator(model, sample_temperature=sample_temperature),
+        models=(model,),
     )
 
 
-class _ClaimState:
-    """Mutable per-claim state of Algorithm 1 (kept small: ids and sentence refs only).
-
-    `issues` is owned by the caller, so the issues met before a step failure (unreadable replies
-    above all) stay on the claim's error record too.
-    """
-
-    def __init__(self, issues: list[SelectionIssue]) -> None:
-        self.checked: set[str] = set()
-        self.roots_with_ev: dict[str, list[SentenceRef]] = {}
-        self.consec_nfs = 0
-        self.iterations: list[Iteration] = []
-        self.issues = issues
-        self.score: float | None = None
-
-
-async def _verify_one(
-    dag: Dag,
-    sentences: SentenceIndex,
-    claim: Claim,
-    steps: Steps,
-    config: VerifyConfig,
-    issues: list[SelectionIssue],
-) -> ClaimResult:
-    st = _ClaimState(issues)
+async def _verify_one(ctx: RunContext, claim: Claim, issues: list[SelectionIssue]) -> ClaimResult:
+    """Algorithm 1 for one claim. `issues` is owned by the caller, so the issues met before a
+    step failure (unreadable replies above all) stay on the claim's error record too."""
+    dag, config, steps = ctx.dag, ctx.config, ctx.steps
     t0 = time.perf_counter()
     subclaims = await decompose_claim(
-        steps.decomposer, claim, config.max_decomposition_calls, issues=st.issues
+        steps.decomposer, claim, config.max_decomposition_calls, issues=issues
     )
-    nodes_to_check: set[str] = set(dag.sources(dag.terminal))
+    state = first_round(dag)
+    iterations: list[Iteration] = []
+    score: float | None = None
     final: Verdict | None = None
     reasoning = ""
     termination: Termination
 
-    plans = read_plans(dag, sentences, config)
-
     while True:
-        carried = sorted(n for n in nodes_to_check if n in st.roots_with_ev)
-        plan = plans.plan(nodes_to_check - st.roots_with_ev.keys())
-        to_read = plan.to_read
+        carried = state.carried
+        plan = ctx.plans.plan(state.to_read)
         try:
             rnd = await select_over(dag, plan.batches, claim, subclaims, steps.selector, config)
         except SelectionFailed as exc:
-            st.issues.extend(exc.issues)
+            issues.extend(exc.issues)
             raise StepFailure(str(exc)) from None
-        st.issues.extend(rnd.issues)
-        evidence, summaries, with_ev = rnd.evidence, rnd.summaries, rnd.nodes_with_evidence
+        issues.extend(rnd.issues)
 
         if not rnd.qualified and not carried:
             # Soft prediction: sentences were proposed but none reached the vote threshold.
-            st.checked.update(to_read)
+            checked = state.checked.union(plan.to_read)
             termination = Termination.NO_QUALIFIED_EVIDENCE
             final, reasoning = (
                 None,
@@ -124,162 +98,69 @@ async def _verify_one(
             )
             break
 
-        reruns = 0
-        truncated = False
-        if not evidence and not carried:
-            outcome = VerdictOutcome(
-                Verdict.NOT_FULLY_SUPPORTED, "No evidence was found in the nodes checked."
-            )
-            called = False
-        else:
-            inputs = build_inputs(dag, sentences, evidence, summaries, carried)
-            fit = fits(inputs, sentences, config)  # measured once per input (segments summaries)
-            # Compression (SPEC §4.3): re-run selection on the selected evidence until it fits.
-            while not fit and reruns < config.max_compression_reruns and evidence:
-                reruns += 1
-                by_node: dict[str, tuple[list[int], list[str]]] = {}
-                for r in evidence:
-                    idx, txt = by_node.setdefault(r.node_id, ([], []))
-                    idx.append(r.sentence_index)
-                    txt.append(r.text)
-                items = [(n, idx, txt) for n, (idx, txt) in by_node.items()]
-                try:
-                    comp = await select_over(
-                        dag,
-                        batch_items(
-                            [it for it in items if dag.is_root(it[0])],
-                            [it for it in items if not dag.is_root(it[0])],
-                            config,
-                        ),
-                        claim,
-                        subclaims,
-                        steps.selector,
-                        config,
-                    )
-                except SelectionFailed as exc:
-                    st.issues.extend(exc.issues)
-                    raise StepFailure(str(exc)) from None
-                st.issues.extend(comp.issues)
-                if len(comp.evidence) >= len(evidence) and comp.nodes_with_evidence == with_ev:
-                    evidence, summaries = comp.evidence, comp.summaries
-                    inputs = build_inputs(dag, sentences, evidence, summaries, carried)
-                    fit = fits(inputs, sentences, config)
-                    break  # no progress: further reruns would not shrink it
-                evidence, summaries, with_ev = (
-                    comp.evidence,
-                    comp.summaries,
-                    comp.nodes_with_evidence,
-                )
-                inputs = build_inputs(dag, sentences, evidence, summaries, carried)
-                fit = fits(inputs, sentences, config)
-            if not fit:
-                inputs = largest_fitting_subset(inputs, sentences, config)
-                truncated = True
-            if not inputs:
-                outcome = VerdictOutcome(
-                    Verdict.NOT_FULLY_SUPPORTED, "No evidence fits the verdict size limit."
-                )
-                called = False
-            else:
-                outcome, score = await judge_with_samples(
-                    steps.judge, claim, subclaims, inputs, config
-                )
-                st.issues.extend(unreadable_issues(VERDICT_STEP, outcome.unreadable))
-                st.score = score
-                called = True
+        try:
+            decided = await decide_round(ctx, claim, subclaims, rnd, carried, issues)
+        except SelectionFailed as exc:  # a compression rerun's reply could not be read
+            issues.extend(exc.issues)
+            raise StepFailure(str(exc)) from None
+        outcome = decided.outcome
         if outcome.verdict is None:
             raise StepFailure(
                 f"verdict reply unreadable: {outcome.error}; raw reply: {outcome.raw[:2000]!r}"
             )
         verdict = outcome.verdict
-        if not called and config.samples > 1:
-            st.score = 0.0
+        if decided.called:
+            score = decided.score
+        elif config.samples > 1:
+            score = 0.0
 
-        st.iterations.append(
+        iterations.append(
             Iteration(
-                index=len(st.iterations) + 1,
-                nodes_checked=tuple(to_read),
-                carried_roots=tuple(carried),
-                nodes_with_evidence=with_ev,
-                evidence=evidence,
-                summaries=summaries,
+                index=len(iterations) + 1,
+                nodes_checked=plan.to_read,
+                carried_roots=carried,
+                nodes_with_evidence=decided.nodes_with_evidence,
+                evidence=decided.evidence,
+                summaries=decided.summaries,
                 dropped_ids=rnd.dropped_ids,
                 verdict=verdict,
                 reasoning=outcome.reasoning,
-                verdict_called_lm=called,
-                compression_reruns=reruns,
-                evidence_truncated=truncated,
+                verdict_called_lm=decided.called,
+                compression_reruns=decided.reruns,
+                evidence_truncated=decided.truncated,
             )
         )
-        st.checked.update(to_read)
-        # One pass over the evidence (not one per root: a wide round has thousands of roots).
-        fresh_roots: dict[str, list[SentenceRef]] = {}
-        for r in evidence:
-            if r.node_id in plan.roots:
-                if r.node_id not in fresh_roots:
-                    fresh_roots[r.node_id] = st.roots_with_ev[r.node_id] = []
-                fresh_roots[r.node_id].append(r)
-
+        state = next_round(state, plan, decided.nodes_with_evidence, verdict, dag, config)
         final, reasoning = verdict, outcome.reasoning
-        if verdict is Verdict.NOT_FULLY_SUPPORTED:
-            st.consec_nfs += 1
-        else:
-            st.consec_nfs = 0
-        if st.consec_nfs >= config.q:
-            # Rule 3 ends the loop unless rule 1 or 2 holds first; both need every new candidate
-            # to be checked already or a carried root, so stop at the first one that is not
-            # rather than build the candidate set (after a widening round at GraphRAG scale it
-            # would hold ~100,000 nodes).
-            roots = st.roots_with_ev
-            if any(s not in st.checked and s not in roots for s in plan.iter_sources()):
-                termination = Termination.Q_CONSECUTIVE_NFS
-            elif roots:
-                termination = Termination.ROOTS_ONLY
-            else:
-                termination = Termination.NO_CANDIDATES
-            final = Verdict.NOT_FULLY_SUPPORTED
-            break
-        candidates: AbstractSet[str] = (
-            plan.sources()
-            if verdict is Verdict.NOT_FULLY_SUPPORTED
-            else dag.sources_of_all(with_ev)
-        )
-        nodes_to_check = set(candidates)
-        nodes_to_check.difference_update(st.checked)
-        nodes_to_check.update(st.roots_with_ev)
-        if nodes_to_check and nodes_to_check == st.roots_with_ev.keys():
-            termination = Termination.ROOTS_ONLY
-            break
-        if not nodes_to_check:
-            termination = Termination.NO_CANDIDATES
-            final = Verdict.NOT_FULLY_SUPPORTED
+        if state.termination is not None:
+            termination, final, checked = state.termination, state.final_verdict, state.checked
             break
 
-    stages, status = error_stages(dag, st.iterations, final)
+    stages, status = error_stages(dag, iterations, final)
     prov: tuple[tuple[str, ...], ...] = ()
     if final in (Verdict.FULLY_SUPPORTED, Verdict.INCONCLUSIVE):
-        found = find_provenance(dag, st.iterations)
+        found = find_provenance(dag, iterations)
         prov = found.paths
         cut = found.issue()
         if cut is not None:
-            st.issues.append(cut)
+            issues.append(cut)
     return ClaimResult(
         claim=claim,
         subclaims=subclaims,
         verdict=final,
         reasoning=reasoning,
         termination=termination,
-        iterations=tuple(st.iterations),
+        iterations=tuple(iterations),
         provenance=prov,
         error_stages=stages,
         error_stage_status=status,
         cost=Cost(
-            nodes_read=len(st.checked),
-            nodes_read_share=len(st.checked) / len(dag),
+            nodes_read=len(checked),
+            nodes_read_share=len(checked) / len(dag),
             wall_seconds=time.perf_counter() - t0,
         ),
-        issues=tuple(st.issues),
-        score=st.score if config.samples > 1 else None,
+        issues=tuple(issues),
+        score=score if config.samples > 1 else None,
     )
 
 
@@ -325,18 +206,32 @@ async def verify_claim(
     model: Model | None = None,
     prior_issues: Sequence[SelectionIssue] = (),
 ) -> ClaimResult:
-    """Verify one claim. Failures of a step or the provider end this claim with `termination: error`.
+    """Verify one claim, as a run of its own (`verify_claim_in` verifies it within a run).
 
-    `model`, when given, is the model whose usage ledger holds this claim's cost. `prior_issues`
-    (e.g. unreadable replies met while extracting the claim) head the claim's issues. Every
-    unreadable model reply of the claim's steps is recorded as an `unparseable_reply` issue, also
-    on a claim that then ends in error.
+    The claim's cost comes from the steps' models (`Steps.ledger_models`). `model` is deprecated
+    (kept for old callers): when given, its usage ledger is read instead. See `verify_claim_in`
+    for failures and `prior_issues`.
+    """
+    ctx = RunContext.create(dag, steps, config, sentences=sentences, model=model)
+    return await verify_claim_in(ctx, claim, prior_issues=prior_issues)
+
+
+async def verify_claim_in(
+    ctx: RunContext, claim: Claim, *, prior_issues: Sequence[SelectionIssue] = ()
+) -> ClaimResult:
+    """Verify one claim of the run `ctx`. Failures of a step or the provider end this claim with
+    `termination: error`.
+
+    The claim's cost is read from the run's models' usage ledgers (`RunContext.claim_cost`).
+    `prior_issues` (e.g. unreadable replies met while extracting the claim) head the claim's
+    issues. Every unreadable model reply of the claim's steps is recorded as an
+    `unparseable_reply` issue, also on a claim that then ends in error.
     """
     t0 = time.perf_counter()
     issues: list[SelectionIssue] = list(prior_issues)
     with claim_scope(claim.id):
         try:
-            result = await _verify_one(dag, sentences, claim, steps, config, issues)
+            result = await _verify_one(ctx, claim, issues)
         except ProviderError as exc:
             # The first line is the cause shared by every claim that met the same failure (the
             # run summary groups claims by it); request-specific detail, if any, follows.
@@ -349,20 +244,13 @@ async def verify_claim(
         except Exception as exc:  # noqa: BLE001 - one claim's bug must not take down the run
             tb = traceback.format_exc(limit=5)
             result = _failed(claim, f"{type(exc).__name__}: {exc}\n{tb}", issues)
-    per_step = model.usage.for_claim(claim.id) if model is not None else {}
-    return _with_cost(result, per_step, time.perf_counter() - t0)
+    return _with_cost(result, ctx.claim_cost(claim.id), time.perf_counter() - t0)
 
 
 def not_started(claim: Claim, cause: str) -> ClaimResult:
     """The result of a claim that was never started because the run had to stop (the endpoint
     refused it: bad key, unknown model). An error, so the next run verifies the claim."""
     return _failed(claim, f"not started: {cause}")
-
-
-def fatal_cause(model: Model | None) -> str | None:
-    """Why no further claim can be verified with `model` (`Model.fatal`), or None."""
-    fatal = model.fatal if model is not None else None
-    return None if fatal is None else f"{type(fatal).__name__}: {fatal.cause}"
 
 
 async def verify_claims(
@@ -379,25 +267,54 @@ async def verify_claims(
     model: Model | None = None,
     claim_issues: Mapping[str, Sequence[SelectionIssue]] | None = None,
 ) -> list[ClaimResult]:
-    """Verify claims concurrently (model-call concurrency is bounded by the model layer).
+    """Verify claims concurrently as one run (model-call concurrency is bounded by the model
+    layer): one `RunContext` is made for the run and shared by its claims.
+
+    Costs come from the steps' models (`lm_steps(model)` records its model). `model` is
+    deprecated (kept for old callers): when given, its usage ledger and fatal error are used
+    instead of the steps' models'. `sentences` is the run's sentence index (default: a new one).
+    See `verify_claims_in` for the other arguments.
+    """
+    ctx = RunContext.create(dag, steps, config, sentences=sentences, model=model)
+    return await verify_claims_in(
+        ctx,
+        claims,
+        on_result=on_result,
+        on_start=on_start,
+        stop=stop,
+        max_parallel_claims=max_parallel_claims,
+        claim_issues=claim_issues,
+    )
+
+
+async def verify_claims_in(
+    ctx: RunContext,
+    claims: Sequence[Claim],
+    *,
+    on_result: OnResult | None = None,
+    on_start: Callable[[Claim], None] | None = None,
+    stop: Callable[[], str | None] | None = None,
+    max_parallel_claims: int | asyncio.Semaphore | None = None,
+    claim_issues: Mapping[str, Sequence[SelectionIssue]] | None = None,
+) -> list[ClaimResult]:
+    """Verify claims of the run `ctx` concurrently.
 
     `on_start` is told when a claim starts (progress counts it in flight from then on, also while
     its first call is being retried); `on_result` is called as each claim finishes (run stores,
-    progress). Before a claim starts, `stop` is asked whether the run must stop (default: the
-    model's fatal endpoint error, `Model.fatal`); when it names a cause, the claim is not started
-    and comes back as an error (`not_started`), so a later run verifies it. Results come back in
-    the order of `claims`. `claim_issues` maps claim ids to issues recorded before verification
-    (`extraction.ExtractionResult.issues_by_claim`); they head each claim's issues.
-    `max_parallel_claims` bounds the claims being verified at once: a number for this call, or
-    a semaphore shared with other calls (`veritrail batch` bounds all its jobs with one).
+    progress). Before a claim starts, `stop` is asked whether the run must stop (default: a fatal
+    endpoint error of the run's models, `RunContext.fatal_cause`); when it names a cause, the
+    claim is not started and comes back as an error (`not_started`), so a later run verifies it.
+    Results come back in the order of `claims`. `claim_issues` maps claim ids to issues recorded
+    before verification (`extraction.ExtractionResult.issues_by_claim`); they head each claim's
+    issues. `max_parallel_claims` bounds the claims being verified at once: a number for this
+    call, or a semaphore shared with other calls (`veritrail batch` bounds all its jobs with one).
     """
     before = claim_issues or {}
-    index = sentences or SentenceIndex(dag)
     if isinstance(max_parallel_claims, asyncio.Semaphore):
         sem: asyncio.Semaphore | None = max_parallel_claims
     else:
         sem = asyncio.Semaphore(max_parallel_claims) if max_parallel_claims else None
-    must_stop = stop if stop is not None else (lambda: fatal_cause(model))
+    must_stop = stop if stop is not None else ctx.fatal_cause
 
     async def run(c: Claim) -> ClaimResult:
         cause = must_stop()
@@ -405,9 +322,7 @@ async def verify_claims(
             return not_started(c, cause)
         if on_start is not None:
             on_start(c)
-        return await verify_claim(
-            dag, index, c, steps, config, model=model, prior_issues=before.get(c.id, ())
-        )
+        return await verify_claim_in(ctx, c, prior_issues=before.get(c.id, ()))
 
     async def one(c: Claim) -> ClaimResult:
         if sem is None:

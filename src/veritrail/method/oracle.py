@@ -25,12 +25,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ..errors import InputProblem
 from ..records import Claim, Verdict
 from ..textio import InputError, read_input_json
 from .steps import EvidenceBatch, RawSelection, Steps, VerdictInput, VerdictOutcome
 
 
-class OracleError(RuntimeError):
+class OracleError(InputProblem, RuntimeError):
     """The oracle file is invalid, or has no answer for a claim the run asked about."""
 
 

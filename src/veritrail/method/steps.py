@@ -3,13 +3,14 @@
 Three interfaces: `Decomposer`, `EvidenceSelector`, `VerdictGenerator`. The LM-based
 implementations (`subclaims.LMDecomposer`, `evidence.LMEvidenceSelector`,
 `verdict.LMVerdictGenerator`) are the default; `oracle.Oracle` answers from a JSON file.
-The engine (`loop`) owns everything around them: batching, prompt-unique ids, id validation,
-verdict input assembly, compression, candidates and termination.
+The engine owns everything around them: batching, prompt-unique ids and id validation
+(`evidence`), verdict input assembly and compression (`verdict`), candidates and termination
+(`rounds`), the run's shared state (`context`) and the loop that ties them (`loop`).
 
 Any object with the protocol's async method can replace a step: in Python through `Steps`, on the
 command line and in settings through ``--decomposer``, ``--selector`` and ``--judge`` (a
-``module:attribute``, a ``file.py:attribute``, an entry point of group ``veritrail.method.steps``, or
-``nli:PATH`` for the NLI judge); see `veritrail.method.plugins`, docs/plugins.md and the complete example
+``module:attribute``, a ``file.py:attribute``, an entry point of group ``veritrail.steps``, or
+``nli:PATH`` for the NLI judge); see `veritrail.run.plugins`, docs/plugins.md and the complete example
 examples/plugins/overlap_steps.py.
 """
 
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ..records import UNPARSEABLE_REPLY, Claim, SelectionIssue, Verdict
+from ..records import Claim, IssueKind, SelectionIssue, Step, Verdict
 
 if TYPE_CHECKING:
     from ..lm.base import GenerateConfig
@@ -150,9 +151,9 @@ class Decomposition:
     unreadable: tuple[str, ...] = ()
 
 
-def unreadable_issues(step: str, unreadable: Sequence[str]) -> tuple[SelectionIssue, ...]:
+def unreadable_issues(step: Step, unreadable: Sequence[str]) -> tuple[SelectionIssue, ...]:
     """The `unparseable_reply` issues for the unreadable replies of one call of `step`."""
-    return tuple(SelectionIssue(UNPARSEABLE_REPLY, f"{step}: {u}") for u in unreadable)
+    return tuple(SelectionIssue(IssueKind.UNPARSEABLE_REPLY, f"{step}: {u}") for u in unreadable)
 
 
 class Decomposer(Protocol):
@@ -191,11 +192,28 @@ class VerdictGenerator(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Steps:
-    """The three steps a run uses."""
+    """The three steps a run uses, and the models whose usage ledgers hold their costs."""
 
     decomposer: Decomposer
     selector: EvidenceSelector
     judge: VerdictGenerator
+    models: tuple[Model, ...] = ()
+    """Models the steps call (`loop.lm_steps` records its model here; `dataclasses.replace` of one
+    step keeps it). The run's costs are read from these models' usage ledgers, together with the
+    `model` attribute of any step that has one (`RunContext`), so a caller never names the model
+    a second time to get the costs."""
+
+    def ledger_models(self) -> tuple[Model, ...]:
+        """`models` plus each step's own `model` attribute when it is a `Model`, each model
+        once (by identity), in that order."""
+        from ..lm.model import Model
+
+        seen: dict[int, Model] = {id(m): m for m in self.models}
+        for step in (self.decomposer, self.selector, self.judge):
+            m = getattr(step, "model", None)
+            if isinstance(m, Model):
+                seen.setdefault(id(m), m)
+        return tuple(seen.values())
 
 
 class LMStep:
@@ -226,3 +244,14 @@ class LMStep:
             temperature=self.temperature if sample == 0 else self.sample_temperature,
             sample_index=sample,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class StepContext:
+    """What a plugin factory is given."""
+
+    kind: str
+    """``decomposer``, ``selector`` or ``judge``."""
+    model: Model | None = None
+    """The run's language model when one is configured (a plugin may wrap the LM steps)."""
+    spec: str = ""

@@ -10,12 +10,11 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from ..fencing import fence
 from ..lm.model import Model
-from ..records import Claim, SelectionIssue
-from .prompting import fence, load_prompt
+from ..records import Claim, SelectionIssue, Step
+from .prompting import load_prompt
 from .steps import Decomposer, Decomposition, unreadable_issues
-
-STEP = "decomposition"
 
 _DECOMPOSE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -63,7 +62,9 @@ async def decompose_text_parts(model: Model, text: str, context: str = "") -> De
         else ""
     )
     messages = prompt.render(context_block=block, statement=fence(text, "statement"))
-    res = await model.generate_json(messages, schema=_DECOMPOSE_SCHEMA, step=STEP, validate=_parts)
+    res = await model.generate_json(
+        messages, schema=_DECOMPOSE_SCHEMA, step=Step.DECOMPOSITION, validate=_parts
+    )
     if res.value is None:
         raise DecompositionError(
             f"unreadable decomposition reply: {res.error}", res.raw, res.unreadable
@@ -110,11 +111,11 @@ async def decompose_claim(
             got = await decomposer.decompose(claim, item)
         except DecompositionError as exc:
             if issues is not None:
-                issues.extend(unreadable_issues(STEP, exc.unreadable))
+                issues.extend(unreadable_issues(Step.DECOMPOSITION, exc.unreadable))
             raise
         if isinstance(got, Decomposition):
             if issues is not None:
-                issues.extend(unreadable_issues(STEP, got.unreadable))
+                issues.extend(unreadable_issues(Step.DECOMPOSITION, got.unreadable))
             got = got.parts
         parts = list(dict.fromkeys(p for p in got if p.strip()))
         calls += 1

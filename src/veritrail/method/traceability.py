@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..dag import Dag
-from ..records import ErrorStageStatus, Iteration, SelectionIssue, Verdict
+from ..records import ErrorStageStatus, IssueKind, Iteration, SelectionIssue, Verdict
 
 MAX_PATHS = 1000
 """The most provenance paths a claim's report lists."""
@@ -16,8 +16,9 @@ STEP_BUDGET = 4_000_000
 node copied into a returned path. It bounds time and memory on any DAG (the paths returned hold
 at most this many node ids in all); a 100,000-node chain takes 200,000 steps."""
 
-PROVENANCE_TRUNCATED = "provenance_truncated"
-"""`SelectionIssue.kind` recorded on a claim whose provenance paths were cut short."""
+PROVENANCE_TRUNCATED = IssueKind.PROVENANCE_TRUNCATED
+"""The issue kind recorded on a claim whose provenance paths were cut short (this module's name
+for `IssueKind.PROVENANCE_TRUNCATED`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +45,7 @@ class Provenance:
             else f"more than {len(self.paths):,} paths exist"
         )
         return SelectionIssue(
-            PROVENANCE_TRUNCATED, f"provenance lists {len(self.paths):,} paths; {why}"
+            IssueKind.PROVENANCE_TRUNCATED, f"provenance lists {len(self.paths):,} paths; {why}"
         )
 
 

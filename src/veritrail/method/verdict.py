@@ -1,26 +1,33 @@
 """Verdict generation (SPEC §4.3): verdict inputs, the size limit with compression, the LM judge.
 
 Verdict inputs are never bare sentences: a root node with evidence contributes its full text, a
-non-root node contributes the evidence summary written during selection.
+non-root node contributes the evidence summary written during selection. `decide_round` is the
+whole verdict step of one round: no evidence (no call), input assembly, compression reruns
+(evidence selection over the selected sentences) until the input fits, the largest fitting
+subset after that, and the judge (one call, or a vote in soft prediction).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from ..dag import Dag
-from ..records import Claim, SentenceRef, Summary, Verdict
+from ..fencing import fence
+from ..records import Claim, SelectionIssue, SentenceRef, Step, Summary, Verdict
 from .config import VerifyConfig
-from .prompting import fence, load_prompt
+from .evidence import RoundEvidence, batch_items, select_over
+from .prompting import load_prompt
 from .segment import SentenceIndex, split_sentences
-from .steps import LMStep, VerdictGenerator, VerdictInput, VerdictOutcome
+from .steps import LMStep, VerdictGenerator, VerdictInput, VerdictOutcome, unreadable_issues
 from .subclaims import format_subclaims
 from .tokens import estimate_tokens
 
-STEP = "verdict"
+if TYPE_CHECKING:
+    from .context import RunContext
 
 _VERDICT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -68,7 +75,7 @@ class LMVerdictGenerator(LMStep):
         )
         cfg = self.sample_config(sample)
         res = await self.model.generate_json(
-            messages, schema=_VERDICT_SCHEMA, step=STEP, validate=_verdict, config=cfg
+            messages, schema=_VERDICT_SCHEMA, step=Step.VERDICT, validate=_verdict, config=cfg
         )
         if res.value is None:
             return VerdictOutcome(
@@ -173,8 +180,6 @@ async def judge_with_samples(
     no winner or a tie between winners gives Inconclusive. Returns the share of Fully Supported
     samples as the score.
     """
-    import asyncio
-
     outs = await asyncio.gather(
         *(judge.judge(claim, subclaims, inputs, sample=k) for k in range(config.samples))
     )
@@ -201,3 +206,90 @@ async def judge_with_samples(
         f"{reasoning}\n[votes over {config.samples} samples: {votes}]",
         unreadable=unreadable,
     ), score
+
+
+@dataclass(frozen=True, slots=True)
+class RoundVerdict:
+    """The verdict step of one round: the outcome, and the evidence it was given (compression
+    reruns replace the round's evidence and summaries, SPEC §4.3)."""
+
+    outcome: VerdictOutcome
+    called: bool
+    """False when no judge was asked (no evidence, or none fits the size limit)."""
+    score: float | None
+    """Soft prediction: the share of Fully Supported samples when the judge was asked."""
+    evidence: tuple[SentenceRef, ...]
+    summaries: tuple[Summary, ...]
+    nodes_with_evidence: tuple[str, ...]
+    reruns: int = 0
+    truncated: bool = False
+    """The judge saw only the largest fitting subset of the inputs."""
+
+
+async def decide_round(
+    ctx: RunContext,
+    claim: Claim,
+    subclaims: Sequence[str],
+    found: RoundEvidence,
+    carried: Sequence[str],
+    issues: list[SelectionIssue],
+) -> RoundVerdict:
+    """The verdict of one round over the evidence `found` and the `carried` roots (SPEC §4.3).
+
+    Issues met on the way (the compression reruns' selection issues, unreadable verdict replies)
+    are appended to `issues` as they come. A compression rerun whose reply cannot be read raises
+    `evidence.SelectionFailed` (its issues attached, not appended); an unreadable verdict comes
+    back as an outcome with `verdict` None and `error` set.
+    """
+    evidence, summaries, with_ev = found.evidence, found.summaries, found.nodes_with_evidence
+    if not evidence and not carried:
+        no_evidence = VerdictOutcome(
+            Verdict.NOT_FULLY_SUPPORTED, "No evidence was found in the nodes checked."
+        )
+        return RoundVerdict(no_evidence, False, None, evidence, summaries, with_ev)
+    dag, sentences, config = ctx.dag, ctx.sentences, ctx.config
+    inputs = build_inputs(dag, sentences, evidence, summaries, carried)
+    fit = fits(inputs, sentences, config)  # measured once per input (segments summaries)
+    reruns = 0
+    # Compression: re-run selection on the selected evidence until it fits.
+    while not fit and reruns < config.max_compression_reruns and evidence:
+        reruns += 1
+        by_node: dict[str, tuple[list[int], list[str]]] = {}
+        for r in evidence:
+            idx, txt = by_node.setdefault(r.node_id, ([], []))
+            idx.append(r.sentence_index)
+            txt.append(r.text)
+        items = [(n, idx, txt) for n, (idx, txt) in by_node.items()]
+        comp = await select_over(
+            dag,
+            batch_items(
+                [it for it in items if dag.is_root(it[0])],
+                [it for it in items if not dag.is_root(it[0])],
+                config,
+            ),
+            claim,
+            subclaims,
+            ctx.steps.selector,
+            config,
+        )
+        issues.extend(comp.issues)
+        if len(comp.evidence) >= len(evidence) and comp.nodes_with_evidence == with_ev:
+            evidence, summaries = comp.evidence, comp.summaries
+            inputs = build_inputs(dag, sentences, evidence, summaries, carried)
+            fit = fits(inputs, sentences, config)
+            break  # no progress: further reruns would not shrink it
+        evidence, summaries, with_ev = comp.evidence, comp.summaries, comp.nodes_with_evidence
+        inputs = build_inputs(dag, sentences, evidence, summaries, carried)
+        fit = fits(inputs, sentences, config)
+    truncated = False
+    if not fit:
+        inputs = largest_fitting_subset(inputs, sentences, config)
+        truncated = True
+    if not inputs:
+        too_large = VerdictOutcome(
+            Verdict.NOT_FULLY_SUPPORTED, "No evidence fits the verdict size limit."
+        )
+        return RoundVerdict(too_large, False, None, evidence, summaries, with_ev, reruns, truncated)
+    outcome, score = await judge_with_samples(ctx.steps.judge, claim, subclaims, inputs, config)
+    issues.extend(unreadable_issues(Step.VERDICT, outcome.unreadable))
+    return RoundVerdict(outcome, True, score, evidence, summaries, with_ev, reruns, truncated)

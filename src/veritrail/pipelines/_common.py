@@ -6,13 +6,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..dag import Dag
+from ..errors import VeritrailError
 from ..lm.base import GenerateConfig, Message
 from ..lm.model import Model
 from ..method.segment import split_sentences
 from ..method.tokens import estimate_tokens
 
 
-class PipelineError(RuntimeError):
+class PipelineError(VeritrailError, RuntimeError):
     """A pipeline could not produce a valid DAG (empty input, an empty model reply, …)."""
 
 

@@ -15,6 +15,9 @@ The steps follow GraphRAG's global search (docs/adapters.md, "Global search"):
 The run is returned as a `GlobalSearchCapture` (the same format a captured GraphRAG run uses)
 and as the DAG built from it by `veritrail.adapters.graphrag.build_query_dag`: map answers have
 the reports of their batch as sources, the answer has the map answers whose points it was given.
+
+GraphRAG's own searches, captured, are the adapter's: `veritrail.adapters.graphrag` holds the
+capture formats and builds their DAGs (`build_query_dag`, `build_local_query_dag`).
 """
 
 from __future__ import annotations
@@ -23,10 +26,7 @@ import asyncio
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from ..adapters.graphrag import (
     CapturedMap,
@@ -35,15 +35,13 @@ from ..adapters.graphrag import (
     GraphRagIndexError,
     Report,
     build_query_dag,
-    entity_node,
-    index_graph,
-    relationship_node,
-    text_unit_node,
 )
 from ..dag import Dag
+from ..errors import VeritrailError
+from ..fencing import fence
 from ..lm.base import GenerateConfig
 from ..lm.model import Model
-from ..method.prompting import fence, load_prompt
+from ..method.prompting import load_prompt
 from ..method.tokens import estimate_tokens
 
 _POINTS_SCHEMA: dict[str, Any] = {
@@ -65,7 +63,7 @@ _POINTS_SCHEMA: dict[str, Any] = {
 }
 
 
-class GlobalSearchError(RuntimeError):
+class GlobalSearchError(VeritrailError, RuntimeError):
     """The search produced nothing to answer from (no relevant point in any batch)."""
 
 
@@ -273,126 +271,12 @@ async def global_search(
     return GlobalSearchResult(answer, tuple(maps), capture, dag)
 
 
-# -- local search (captured) ---------------------------------------------------------------------
-
-
-class LocalSearchContext(BaseModel):
-    """The records GraphRAG's local search put in the answer's context, by table.
-
-    Ids as GraphRAG writes them in the ``id`` column of its context tables (human-readable ids;
-    community numbers for reports), or our node ids (``entity-N``, ``rel-N``, ``tu-N``,
-    ``report-N``), or GraphRAG's own ids.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    entities: list[str | int] = Field(default_factory=list)
-    relationships: list[str | int] = Field(default_factory=list)
-    text_units: list[str | int] = Field(default_factory=list)
-    """GraphRAG calls this table ``sources``."""
-    reports: list[str | int] = Field(default_factory=list)
-
-
-class LocalSearchCapture(BaseModel):
-    """A recorded local search (file format ``veritrail.graphrag-local-capture/1``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    format: str = "veritrail.graphrag-local-capture/1"
-    question: str
-    answer: str
-    context: LocalSearchContext
-
-    @classmethod
-    def from_file(cls, path: str | Path) -> LocalSearchCapture:
-        """Read and validate a local-search capture JSON file."""
-        return cls.model_validate_json(Path(path).read_text(encoding="utf-8"))
-
-    @classmethod
-    def from_context_data(cls, question: str, answer: str, context_data: Any) -> LocalSearchCapture:
-        """The capture of ``graphrag.api.local_search``'s result: its answer and the
-        ``context_data`` dict of tables (pandas DataFrames or lists of row dicts) keyed
-        ``entities``, ``relationships``, ``sources``, ``reports`` (``claims`` is not used)."""
-
-        def ids(table: Any) -> list[str | int]:
-            if table is None:
-                return []
-            rows = table.to_dict("records") if hasattr(table, "to_dict") else table
-            return [str(r["id"]) for r in rows if isinstance(r, dict) and r.get("id") is not None]
-
-        data = context_data if isinstance(context_data, dict) else {}
-        return cls(
-            question=question,
-            answer=answer,
-            context=LocalSearchContext(
-                entities=ids(data.get("entities")),
-                relationships=ids(data.get("relationships")),
-                text_units=ids(data.get("sources")),
-                reports=ids(data.get("reports")),
-            ),
-        )
-
-
-def build_local_query_dag(index: GraphRagIndex, capture: LocalSearchCapture) -> Dag:
-    """The DAG of a captured local search: the answer's sources are the entities,
-    relationships, text units and community reports in its context (with their own ancestors
-    from the index). The answer sits one stage above the reports."""
-    g = index_graph(index)
-    lookup: dict[str, dict[str, str]] = {"entities": {}, "relationships": {}, "text_units": {}}
-    for e in index.entities:
-        nid = entity_node(e)
-        for alias in (nid, e.key, e.id, e.title):
-            lookup["entities"].setdefault(alias, nid)
-    for r in index.relationships:
-        nid = relationship_node(r)
-        for alias in (nid, r.key, r.id):
-            lookup["relationships"].setdefault(alias, nid)
-    for tu in index.text_units:
-        nid = text_unit_node(tu)
-        for alias in (nid, tu.key, tu.id):
-            lookup["text_units"].setdefault(alias, nid)
-    sources: list[str] = []
-    ctx = capture.context
-    found: str | None
-    for table, refs in (
-        ("entities", ctx.entities),
-        ("relationships", ctx.relationships),
-        ("text_units", ctx.text_units),
-    ):
-        for ref in refs:
-            found = lookup[table].get(str(ref).strip())
-            if found is None:
-                raise GraphRagIndexError(f"local search context: unknown {table} id {ref!r}")
-            sources.append(found)
-    sources += [g.resolve_report(r) for r in ctx.reports]
-    if not sources:
-        raise GraphRagIndexError("the local search context is empty: the answer has no sources")
-    if not capture.answer.strip():
-        raise GraphRagIndexError("the captured answer is empty")
-    stage = g.stages.report + 1
-    g.add("answer", capture.answer, sources, stage)
-    dag = g.to_dag(
-        "answer",
-        {
-            "terminal": "answer",
-            "search": "local",
-            "question": capture.question,
-            "plumbing_edges": 0,
-        },
-    )
-    dag.meta["stage_names"][str(stage)] = "local search answer"
-    return dag
-
-
 __all__ = [
     "GlobalSearchConfig",
     "GlobalSearchError",
     "GlobalSearchResult",
-    "LocalSearchCapture",
-    "LocalSearchContext",
     "MapResult",
     "Point",
-    "build_local_query_dag",
     "global_search",
     "pack_batches",
     "report_context",

@@ -15,8 +15,9 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+from ..fencing import fence
 from ..lm.model import Model
-from ..method.prompting import fence, load_prompt
+from ..method.prompting import load_prompt
 from ..method.tokens import estimate_tokens
 from ._common import PipelineError, PipelineResult, call, chunk_text, group_to_fit
 from .recorder import NodeRef, Recorder

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..fencing import fence
 from ..lm.model import Model
-from ..method.prompting import fence, load_prompt
+from ..method.prompting import load_prompt
 from ._common import PipelineError, PipelineResult, call, chunk_text
 from .recorder import NodeRef, Recorder
 

@@ -36,11 +36,12 @@ from types import TracebackType
 from typing import Any
 
 from ..dag import Dag, save_dag
+from ..errors import InputProblem
 
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_.:-]+")
 
 
-class RecorderError(ValueError):
+class RecorderError(InputProblem, ValueError):
     """A source or step could not be recorded (empty text, unknown input, duplicate id, …)."""
 
 

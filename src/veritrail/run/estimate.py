@@ -1,8 +1,9 @@
 """Dry-run estimate: model calls, tokens and dollars of a run, computed without calling a model.
 
 The estimator replays the loop's traversal (SPEC §4.4) on the real DAG under two assumptions
-about what the model will answer, and batches every simulated round with the loop's own
-`evidence.make_batches`, rendering the real prompt templates to count input tokens:
+about what the model will answer: each round is read with the loop's own `plans.ReadPlan`
+(batching included) and followed by the loop's own `rounds.next_round` (candidates and
+termination), and the real prompt templates are rendered to count input tokens:
 
 * **estimate** ("widening") — every node read yields evidence and every verdict is Not Fully
   Supported, so each round reads all sources of the previous round, and the claim stops after
@@ -34,21 +35,27 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from ..dag import Dag
+from ..fencing import fence
 from ..lm.pricing import Price
 from ..method.config import VerifyConfig
-from ..method.evidence import ReadPlan, render_excerpts
-from ..method.prompting import fence, load_prompt
+from ..method.evidence import render_excerpts
+from ..method.plans import ReadPlan
+from ..method.prompting import Prompt, load_prompt
+from ..method.rounds import first_round, next_round
 from ..method.segment import SentenceIndex
 from ..method.steps import EvidenceBatch, VerdictInput
 from ..method.subclaims import format_subclaims
 from ..method.tokens import estimate_tokens
 from ..method.verdict import render_evidence
-from ..records import Claim
+from ..records import Claim, Step, Verdict
 
-DECOMPOSITION = "decomposition"
-EVIDENCE = "evidence_selection"
-VERDICT = "verdict"
+# The steps the estimate counts, under the short names the dry-run printer and tests import.
+DECOMPOSITION = Step.DECOMPOSITION
+EVIDENCE = Step.EVIDENCE_SELECTION
+VERDICT = Step.VERDICT
 EXTRACTION = "claim_extraction"
+"""Not a `Step`: the estimate's one row for all of claim extraction's calls (selection,
+disambiguation and decomposition per terminal sentence, `EXTRACTION_CALLS_PER_SENTENCE`)."""
 
 OUTPUT_TOKENS: dict[str, int] = {DECOMPOSITION: 40, EVIDENCE: 80, VERDICT: 120, EXTRACTION: 60}
 """Assumed output tokens per call (JSON replies: ids and a short summary, or a verdict)."""
@@ -192,7 +199,11 @@ class _Prompts:
 
     def system_tokens(self, step: str) -> int:
         """Tokens of a step's system prompt: the prefix every call of that step shares."""
-        prompt = {DECOMPOSITION: self.decompose, EVIDENCE: self.evidence, VERDICT: self.verdict}
+        prompt: dict[str, Prompt] = {
+            DECOMPOSITION: self.decompose,
+            EVIDENCE: self.evidence,
+            VERDICT: self.verdict,
+        }
         p = prompt.get(step)
         return estimate_tokens(p.system) if p is not None else 0
 
@@ -232,14 +243,12 @@ def _traverse(
     The claim does not change which nodes are read under these assumptions, so this runs once
     per run and scenario; claims only add their own text to each prompt.
     """
-    checked: set[str] = set()
-    roots_with_ev: set[str] = set()
-    nodes_to_check = set(dag.sources(dag.terminal))
+    assumed = Verdict.NOT_FULLY_SUPPORTED if q_limited else Verdict.FULLY_SUPPORTED
+    state = first_round(dag)
     rounds: list[_Round] = []
-    consec = 0
     while True:
-        carried = sorted(n for n in nodes_to_check if n in roots_with_ev)
-        plan = ReadPlan(dag, sentences, nodes_to_check - roots_with_ev, config)
+        carried = state.carried
+        plan = ReadPlan(dag, sentences, state.to_read, config)
         to_read, batches = plan.to_read, plan.batches
         roots, nonroots = dag.split_roots(to_read)
         v_calls, v_tokens = 0, 0
@@ -249,24 +258,18 @@ def _traverse(
                 VerdictInput((n,), True, dag.node(n).text) for n in sorted({*roots, *carried})
             ]
             v_calls, v_tokens = 1, prompts.verdict_tokens(items)
-        checked |= set(to_read)
+        # Every node read yields evidence (the assumption), so every root read is carried on.
+        state = next_round(state, plan, to_read, assumed, dag, config)
         rounds.append(
             _Round(
                 len(batches),
                 sum(prompts.evidence_tokens(b) for b in batches),
                 v_calls,
                 v_tokens,
-                len(checked),
+                len(state.checked),
             )
         )
-        roots_with_ev |= set(roots)
-        consec = consec + 1 if q_limited else 0
-        nodes_to_check = set(plan.sources() - checked) | roots_with_ev
-        if nodes_to_check and nodes_to_check == roots_with_ev:
-            break
-        if not nodes_to_check:
-            break
-        if q_limited and consec >= config.q:
+        if state.termination is not None:
             break
     return rounds
 

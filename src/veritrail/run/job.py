@@ -29,16 +29,23 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import IntEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..dag import Dag, DagValidationError, load_dag
+from ..errors import InputProblem, RunFailure, VeritrailError
 from ..lm.base import ProviderError
 from ..lm.registry import describe_fatal
 from ..method.claims import ClaimsFileError, load_claims
 from ..records import Claim, ClaimResult, Termination
 from ..redaction import MASK, redact
 from ..report import atomic_write_text, build_report, write_report
-from .settings import SETTING_NAMES, Settings
+from .settings import (
+    SETTING_NAMES,
+    Settings,
+    SettingsError,
+    model_cache,
+    resolve_settings,
+)
 from .store import (
     RUN_FILE,
     RunStore,
@@ -54,13 +61,12 @@ from .store import (
 
 if TYPE_CHECKING:
     from ..lm.model import Model
+    from ..method.config import VerifyConfig
     from ..method.steps import Steps
     from .progress import ProgressReporter
 
 HTML_BESIDE = "\0beside"
 """The value of `--html` given without a file name."""
-
-_CACHE_OFF = ("0", "off", "false", "no", "none")
 
 DAG_FILE = "dag.json"
 """Where a run keeps a DAG it was given in memory (`veritrail check`, `veritrail.verify(dict)`)."""
@@ -84,24 +90,24 @@ class ExitCode(IntEnum):
     """Ctrl-C or SIGTERM."""
 
 
-class JobError(Exception):
+class JobError(VeritrailError):
     """A run could not be prepared or carried out; `exit_code` is the CLI's status for it and
     the message is one line, already redacted."""
 
-    exit_code: ExitCode = ExitCode.USAGE
+    exit_code: ClassVar[ExitCode] = ExitCode.USAGE
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
 
 
-class JobInputError(JobError, ValueError):
+class JobInputError(JobError, InputProblem, ValueError):
     """Bad input or usage, found before any model call (exit status 2)."""
 
     exit_code = ExitCode.USAGE
 
 
-class ClaimExtractionError(JobError):
+class ClaimExtractionError(JobError, RunFailure):
     """Claims could not be extracted from the final output because the model failed (exit
     status 3): no claim can be verified without them. Running the same job again retries."""
 
@@ -156,6 +162,22 @@ class InMemoryDag:
             doc["meta"] = self.dag.meta
         doc["nodes"] = self.dag.to_records()
         return (json.dumps(doc, ensure_ascii=False, indent=1) + "\n").encode("utf-8")
+
+
+def job_settings(flags: Mapping[str, Any], *, config_path: str | Path | None) -> Settings:
+    """The run's settings from the four layers of docs/running.md (`flags`: the options or
+    arguments the user gave, None = not given); `JobInputError` naming a bad value. From here
+    on the base URL's password is a secret (every `redact()` removes it). Shared by the CLI
+    commands that verify and the Python API."""
+    from ..redaction import url_secret
+
+    given = {k: v for k, v in flags.items() if v is not None}
+    try:  # an unknown name is a `SettingsError` too
+        settings = resolve_settings(given, config_path=config_path)
+    except SettingsError as exc:
+        raise JobInputError(redact(str(exc))) from None
+    url_secret(settings.base_url)
+    return settings
 
 
 def html_target(html: str | None, out: Path | None) -> Path | None:
@@ -495,6 +517,9 @@ class RunState:
         """The fatal endpoint error that stopped the run (redacted), if one did."""
         self.report_file: Path | None = None
         """The run directory's copy of the final report, as `run_job` wrote it."""
+        self.config: VerifyConfig | None = None
+        """The run's one `VerifyConfig` (settings fitted to the model's context window), built
+        by `run_job` before any claim starts; the partial and the final report record it."""
 
 
 def build_model(job: Job) -> Model:
@@ -502,9 +527,7 @@ def build_model(job: Job) -> Model:
     from ..lm.registry import get_model
 
     s = job.settings
-    cache: str | bool = True
-    if s.cache is not None:
-        cache = False if s.cache.strip().lower() in _CACHE_OFF else s.cache
+    cache = model_cache(s.cache)
     # Provider options only some providers take: passing them to others would be an error.
     local_only: dict[str, Any] = (
         {"threads": s.threads} if job.model_name.startswith("local/") else {}
@@ -540,7 +563,7 @@ def _steps(job: Job, model: Model | None) -> Steps:
     assert model is not None
     steps = lm_steps(model, sample_temperature=job.settings.sample_temperature)
     if any(plugged.values()):
-        from ..method.plugins import apply_steps, load_steps
+        from .plugins import apply_steps, load_steps
 
         try:  # before any model call: a bad spec is exit 2 with its reason
             steps = apply_steps(steps, load_steps(plugged, model=model))
@@ -681,7 +704,7 @@ async def _verify_remaining(
     """
     from ..method.loop import verify_claims
     from ..method.segment import SentenceIndex
-    from ..records import SelectionIssue
+    from ..records import IssueKind, SelectionIssue
 
     endpoint = _endpoint(job, model)
 
@@ -710,7 +733,7 @@ async def _verify_remaining(
         max_parallel_claims=job.settings.max_parallel_claims,
         model=model,
         claim_issues={
-            cid: [SelectionIssue(i["kind"], i["detail"]) for i in items]
+            cid: [SelectionIssue(IssueKind(i["kind"]), i["detail"]) for i in items]
             for cid, items in stored.items()
         },
     )
@@ -744,6 +767,8 @@ async def run_job(
         raise JobInputError(str(exc)) from None
     if model is not None:
         config = fit_to_context(config, model_context_window(model.provider))
+    # Built once: the partial report (`record_interruption`) and the final one record this object.
+    state.config = config
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     if handle_sigterm:
@@ -810,8 +835,9 @@ async def run_job(
             await model.aclose()
 
 
-def write_partial_report(job: Job, store: RunStore) -> Path | None:
-    """The report of the claims finished so far, in the run directory (for a look meanwhile)."""
+def write_partial_report(job: Job, store: RunStore, config: VerifyConfig) -> Path | None:
+    """The report of the claims finished so far, in the run directory (for a look meanwhile);
+    `config` is the run's (`RunState.config`), so it equals the final report's."""
     results = store.results_in_order()
     if not results:
         return None
@@ -819,7 +845,7 @@ def write_partial_report(job: Job, store: RunStore) -> Path | None:
         results,
         job.dag,
         model=job.model_name,
-        config=dataclasses.asdict(job.settings.verify_config()),
+        config=dataclasses.asdict(config),
         run={"partial": True, "claims_total": len(store.claims)},
         dag_path=job.dag_path,
     )
@@ -844,7 +870,11 @@ def record_interruption(job: Job, state: RunState) -> Interruption | None:
     if store is None:
         return None
     store.set_status(Status.INTERRUPTED)
-    return Interruption(len(store.done), len(store.claims), write_partial_report(job, store))
+    # The store opens after the config is built, so a run with a store always has it.
+    config = state.config if state.config is not None else job.settings.verify_config()
+    return Interruption(
+        len(store.done), len(store.claims), write_partial_report(job, store, config)
+    )
 
 
 def write_outputs(job: Job, report: Mapping[str, Any], *, written: Path | None = None) -> None:

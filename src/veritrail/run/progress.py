@@ -40,7 +40,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from ..records import ClaimResult, Verdict
+from ..records import ClaimResult, Step, Verdict
 
 
 class CallLike(Protocol):
@@ -60,10 +60,6 @@ class CallLike(Protocol):
     def dollars(self) -> float: ...
     @property
     def error(self) -> str | None: ...
-
-
-VERDICT_STEP = "verdict"
-"""Step name of verdict calls (`verdict.STEP`): each one ends an iteration of its claim."""
 
 
 @dataclass(kw_only=True)
@@ -113,7 +109,7 @@ class RunFigures(CallTotals):
     def call(self, event: CallLike) -> None:
         """Count one model call; a verdict call ends an iteration of its claim."""
         super().call(event)
-        if event.error is None and event.claim is not None and event.step == VERDICT_STEP:
+        if event.error is None and event.claim is not None and event.step == Step.VERDICT:
             self.in_flight[event.claim] = self.in_flight.get(event.claim, 0) + 1
 
     def started(self, claim_id: str) -> None:

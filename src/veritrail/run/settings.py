@@ -6,7 +6,8 @@ Precedence, highest first (documented in docs/running.md):
 2. environment variables ``VERITRAIL_<NAME>`` (e.g. ``VERITRAIL_Q=1``, ``VERITRAIL_MODEL=...``);
 3. the TOML file given with ``--config`` (or ``VERITRAIL_CONFIG``), else ``./veritrail.toml`` if
    it exists;
-4. the defaults below (the paper's, where it gives one).
+4. the defaults: the method's are `veritrail.method.config.VerifyConfig`'s (the paper's, where it
+   gives one) and are not written again here; `--help` and `--dry-run` show them from there.
 
 The TOML file uses the same names as the fields of `Settings`, at the top level or under a
 ``[verify]`` table. Unknown names are an error (a typo must not silently fall back to a default).
@@ -17,7 +18,6 @@ never reach run.json, reports or logs.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -25,13 +25,31 @@ from typing import Any, get_args, get_type_hints
 
 from pydantic import TypeAdapter, ValidationError
 
+from .. import environment
+from ..errors import InputProblem
+from ..lm.model import DEFAULT_MAX_REASKS
 from ..method.config import VerifyConfig
 
-ENV_PREFIX = "VERITRAIL_"
+ENV_PREFIX = environment.PREFIX
 DEFAULT_CONFIG_FILE = "veritrail.toml"
 
+_METHOD = VerifyConfig()
+"""The method's defaults: every method setting below takes its default from here."""
 
-class SettingsError(ValueError):
+CACHE_OFF = ("0", "off", "false", "no", "none")
+"""Values of `--cache` (any case) that turn the model cache off."""
+
+
+def model_cache(value: str | None) -> str | bool:
+    """The `cache=` argument of `get_model` for a `--cache` value: True (the user cache) when
+    not given, False for one of `CACHE_OFF`, else the cache file. The one parser of "cache off",
+    for every command that builds a model."""
+    if value is None:
+        return True
+    return False if value.strip().lower() in CACHE_OFF else value
+
+
+class SettingsError(InputProblem, ValueError):
     """A setting has a bad value or an unknown name; the message says where it came from."""
 
 
@@ -67,27 +85,29 @@ class Settings:
     """The question the final output answered: context for claim extraction (no `--claims`)."""
     decomposer: str | None = None
     """A plugin step in place of the LM decomposer: ``module:attribute``, ``file.py:attribute``
-    or an entry point of group ``veritrail.method.steps`` (`veritrail.method.plugins`, docs/plugins.md)."""
+    or an entry point of group ``veritrail.steps`` (`veritrail.run.plugins`, docs/plugins.md)."""
     selector: str | None = None
     """A plugin step in place of the LM evidence selector (same forms as `decomposer`)."""
     judge: str | None = None
     """A plugin step in place of the LM verdict step (same forms, or ``nli:PATH`` for the NLI
     judge over a local Hugging Face model directory)."""
-    q: int = 3
-    max_decomposition_calls: int = 20
+    # The method's settings (`VerifyConfig`, whose docstrings say what they do); None for an
+    # evidence limit means "the method's default" (kept None so run fingerprints stay the same).
+    q: int = _METHOD.q
+    max_decomposition_calls: int = _METHOD.max_decomposition_calls
     evidence_sentences: int | None = None
     """Sets both evidence limits below where they are not set themselves."""
     evidence_sentences_root: int | None = None
     evidence_sentences_nonroot: int | None = None
-    evidence_tokens_root: int | None = None
-    evidence_tokens_nonroot: int | None = None
-    verdict_sentences: int | None = 200
-    verdict_tokens: int | None = None
-    max_compression_reruns: int = 3
-    samples: int = 1
-    threshold: int = 1
-    sample_temperature: float = 0.2
-    max_reasks: int = 3
+    evidence_tokens_root: int | None = _METHOD.evidence_tokens_root
+    evidence_tokens_nonroot: int | None = _METHOD.evidence_tokens_nonroot
+    verdict_sentences: int | None = _METHOD.verdict_sentences
+    verdict_tokens: int | None = _METHOD.verdict_tokens
+    max_compression_reruns: int = _METHOD.max_compression_reruns
+    samples: int = _METHOD.samples
+    threshold: int = _METHOD.threshold
+    sample_temperature: float = _METHOD.sample_temperature
+    max_reasks: int = DEFAULT_MAX_REASKS
     """Re-asks per structured call after an unreadable reply (`get_model(max_reasks=...)`).
     Not part of the run fingerprint: raising it to rescue errored claims reuses the run."""
     max_unsupported: float | None = None
@@ -103,16 +123,15 @@ class Settings:
 
     def verify_config(self) -> VerifyConfig:
         """The loop settings (raises ValueError on inconsistent values, e.g. threshold > samples)."""
-        default = VerifyConfig()
         return VerifyConfig(
             q=self.q,
             max_decomposition_calls=self.max_decomposition_calls,
             evidence_sentences_root=self.evidence_sentences_root
             or self.evidence_sentences
-            or default.evidence_sentences_root,
+            or _METHOD.evidence_sentences_root,
             evidence_sentences_nonroot=self.evidence_sentences_nonroot
             or self.evidence_sentences
-            or default.evidence_sentences_nonroot,
+            or _METHOD.evidence_sentences_nonroot,
             evidence_tokens_root=self.evidence_tokens_root,
             evidence_tokens_nonroot=self.evidence_tokens_nonroot,
             verdict_sentences=self.verdict_sentences,
@@ -200,27 +219,32 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     return {k: _coerce(k, v, f"config file {p}") for k, v in flat.items()}
 
 
-def read_env(env: Mapping[str, str]) -> dict[str, Any]:
+def read_env(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Settings from `VERITRAIL_<NAME>` variables; other VERITRAIL_ variables are left alone
     (the model layer and prompt loader read some of their own)."""
     out: dict[str, Any] = {}
     for name in SETTING_NAMES:
-        key = ENV_PREFIX + name.upper()
+        value = environment.setting_value(name, env)
         # An empty variable counts as unset (`VERITRAIL_MODEL= cmd`); "none" clears a value.
-        if env.get(key, "").strip():
-            out[name] = _coerce(name, env[key], f"environment {key}")
+        if value is not None and value.strip():
+            key = environment.setting_variable(name)
+            out[name] = _coerce(name, value, f"environment {key}")
     return out
 
 
 def find_config_file(
-    explicit: str | Path | None, env: Mapping[str, str], cwd: str | Path
+    explicit: str | Path | None,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
 ) -> Path | None:
-    """`--config`, else `VERITRAIL_CONFIG`, else `./veritrail.toml` when it exists."""
+    """`--config`, else `VERITRAIL_CONFIG`, else `./veritrail.toml` when it exists (`env`:
+    the process environment when None; `cwd`: the current directory when None)."""
     if explicit is not None:
         return Path(explicit)
-    if env.get(ENV_PREFIX + "CONFIG"):
-        return Path(env[ENV_PREFIX + "CONFIG"])
-    default = Path(cwd) / DEFAULT_CONFIG_FILE
+    named = environment.get(environment.CONFIG, env)
+    if named:
+        return Path(named)
+    default = Path(cwd or Path.cwd()) / DEFAULT_CONFIG_FILE
     return default if default.is_file() else None
 
 
@@ -232,14 +256,13 @@ def resolve_settings(
     cwd: str | Path | None = None,
 ) -> Settings:
     """Merge the four layers. `flags` holds only options the user actually gave (no defaults)."""
-    environ = os.environ if env is None else env
     merged: dict[str, Any] = {}
     sources: dict[str, str] = {name: Source.DEFAULT for name in SETTING_NAMES}
-    cfg = find_config_file(config_path, environ, cwd or Path.cwd())
+    cfg = find_config_file(config_path, env, cwd)
     layers: list[tuple[str, dict[str, Any]]] = []
     if cfg is not None:
         layers.append((Source.FILE, read_config_file(cfg)))
-    layers.append((Source.ENV, read_env(environ)))
+    layers.append((Source.ENV, read_env(env)))
     layers.append(
         (
             Source.FLAG,
@@ -256,6 +279,18 @@ def resolve_settings(
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
     return settings
+
+
+def default_text(name: str) -> str:
+    """A setting's default as `--help` shows it, taken from `Settings` (whose method defaults
+    are `VerifyConfig`'s): `none` for no limit; an evidence limit left to the method shows the
+    method's number."""
+    if name == "evidence_sentences":
+        return str(_METHOD.evidence_sentences_root)
+    if name in ("evidence_sentences_root", "evidence_sentences_nonroot"):
+        return f"--evidence-sentences, else {getattr(_METHOD, name)}"
+    value = next(f.default for f in fields(Settings) if f.name == name)
+    return "none" if value is None else str(value)
 
 
 def settings_table(settings: Settings) -> list[tuple[str, str, str]]:

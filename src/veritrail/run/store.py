@@ -6,7 +6,8 @@ Layout of a run directory (documented in docs/running.md)::
                     fingerprint, status. Never an API key (see `redact`).
     claims.json     the claims being verified, in order (so a resume needs no claim extraction).
     results.jsonl   one finished claim per line (`report.claim_to_dict`), appended, flushed and
-                    fsync'ed the moment the claim finishes.
+                    fsync'ed the moment the claim finishes (`veritrail batch --executor ray`:
+                    the claims that reach the driver together, with one fsync: `record_lines`).
     report.json     written when the run completes (also wherever `--out` points).
 
 JSON Lines was chosen over SQLite because an append of one line plus `fsync` is atomic enough
@@ -27,8 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from ..errors import InputProblem
+from ..method.claims import claim_from_json, claim_to_json
 from ..records import Claim, ClaimResult, Termination
-from ..redaction import redact_obj
+from ..redaction import known_secrets, redact_obj
 from ..report import atomic_write_text, claim_from_dict, claim_to_dict
 
 if TYPE_CHECKING:
@@ -48,7 +51,7 @@ LOCK_FILE = ".lock"
 _SECRET_MARKERS = ("api_key", "apikey", "secret", "token_value", "password", "authorization")
 
 
-class RunStoreError(RuntimeError):
+class RunStoreError(InputProblem, RuntimeError):
     """The run directory cannot be used (belongs to another run, unreadable, wrong format)."""
 
 
@@ -89,23 +92,29 @@ def file_sha256(path: str | Path) -> str:
 
 def claims_to_json(claims: Sequence[Claim]) -> list[dict[str, Any]]:
     """Claims as stored in claims.json."""
-    return [
-        {"id": c.id, "text": c.text, "sentence_indices": list(c.sentence_indices)} for c in claims
-    ]
+    return [claim_to_json(c) for c in claims]
+
+
+def result_line(result: ClaimResult) -> str:
+    """One line of results.jsonl (without its newline): the claim as `report.claim_to_dict`,
+    redacted (error texts and notes may quote a server's reply, which may echo a key), compact
+    JSON. What `RunStore.record` writes and `RunStore.record_lines` takes."""
+    doc = redact_obj(claim_to_dict(result))
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
 
 
 def claims_from_json(items: Iterable[Mapping[str, Any]]) -> list[Claim]:
     """Inverse of `claims_to_json`."""
-    return [Claim(d["id"], d["text"], tuple(d.get("sentence_indices", ()))) for d in items]
+    return [claim_from_json(d) for d in items]
 
 
 # What decides what `veritrail verify` computes: the whole `method/` folder (its code and its prompt
-# templates) plus the few files outside it that the method reads through (the DAG, the domain
-# records, the model wrapper's reply parsing). Detectors, pipelines, the CLI and display code are
+# templates) plus the few files outside it that the method reads through (the DAG, the fence, the
+# domain records, the model wrapper's reply parsing). Detectors, pipelines, the CLI and display code are
 # left out so that editing them does not orphan runs. Hashing the folder rather than a hand-kept
 # list means a new method module is covered the day it is added.
 _METHOD_DIR = "method"
-_VERIFY_CODE_OUTSIDE_METHOD = ("dag.py", "records.py", "lm/jsonparse.py", "lm/model.py")
+_VERIFY_CODE_OUTSIDE_METHOD = ("dag.py", "fencing.py", "records.py", "lm/jsonparse.py", "lm/model.py")
 
 
 def verify_code_files() -> list[Path]:
@@ -179,7 +188,7 @@ def result_config(settings: Settings, oracle_path: str | None) -> dict[str, Any]
         # A different judge gives different results: the spec and its source file's (or NLI
         # model's) digest are part of the fingerprint. Only when set, so runs without plugins
         # keep the fingerprints they had.
-        from ..method.plugins import spec_fingerprint
+        from .plugins import spec_fingerprint
 
         out["step_plugins"] = {k: spec_fingerprint(k, v) for k, v in plugged.items()}
     return out
@@ -492,14 +501,53 @@ class RunStore:
 
     def record(self, result: ClaimResult) -> None:
         """Append one finished claim and make it durable before returning."""
-        # Error texts and notes may quote a server's reply, which may echo a key.
-        doc = redact_obj(claim_to_dict(result))
-        line = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+        line = result_line(result)
         with (self.path / RESULTS_FILE).open("a", encoding="utf-8") as fh:
             fh.write(line + "\n")
             fh.flush()
             os.fsync(fh.fileno())
         self._done[result.claim.id] = result
+
+    def record_lines(self, lines: Sequence[str]) -> list[ClaimResult]:
+        """Append several finished claims with one write and one fsync (a group commit): every
+        line is durable before this returns. Returns the claims as a resume will read them.
+
+        Each line is one claim encoded by `result_line`, possibly in another process (a Ray
+        worker encodes its results so that the driver, which records every claim of a batch,
+        neither re-encodes nor re-redacts them; docs/scale.md). `result_line` applied the
+        redaction there, with that process's known secrets; the secret values this process knows
+        (its environment, `register_secret`) are checked here again, and a line holding one is
+        redacted before it is written. Raises `ValueError` (nothing written) for a line that is
+        not one claim's JSON.
+        """
+        if not lines:
+            return []
+        secrets = known_secrets()
+        # The values as they appear inside a JSON string (a `"` or `\` is escaped there).
+        needles = {*secrets, *(json.dumps(s, ensure_ascii=False)[1:-1] for s in secrets)}
+        joined = "\n".join(lines)
+        suspect = any(s in joined for s in needles)  # one C scan per group: the common case
+        out: list[str] = []
+        results: list[ClaimResult] = []
+        for line in lines:
+            if "\n" in line:
+                raise ValueError("a results.jsonl line holds a newline")
+            try:
+                doc = json.loads(line)
+                if suspect and any(s in line for s in needles):
+                    doc = redact_obj(doc)
+                    line = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+                results.append(claim_from_dict(doc))
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                raise ValueError(f"not a claim's result line: {exc}") from None
+            out.append(line)
+        with (self.path / RESULTS_FILE).open("a", encoding="utf-8") as fh:
+            fh.write("\n".join(out) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        for r in results:
+            self._done[r.claim.id] = r
+        return results
 
     @property
     def done(self) -> dict[str, ClaimResult]:

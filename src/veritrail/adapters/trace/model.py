@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from ...errors import InputProblem
 
-class TraceError(ValueError):
+
+class TraceError(InputProblem, ValueError):
     """The trace cannot be read, or gives no valid generation DAG (the message says why)."""
 
 

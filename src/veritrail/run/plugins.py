@@ -7,8 +7,8 @@ is one of:
   importable: installed, or on ``PYTHONPATH``); the attribute may be dotted (``mod:Class.make``);
 * ``path/to/file.py:attribute`` — a plugin file loaded from disk (relative to the working
   directory), for a checker that is not packaged;
-* ``NAME`` — an installed entry point of group ``veritrail.method.steps`` (a package declares
-  ``[project.entry-points."veritrail.method.steps"] NAME = "pkg.module:attribute"``);
+* ``NAME`` — an installed entry point of group ``veritrail.steps`` (a package declares
+  ``[project.entry-points."veritrail.steps"] NAME = "pkg.module:attribute"``);
 * ``nli:PATH`` (judge only) — the built-in NLI judge over a local Hugging Face
   sequence-classification model directory (`veritrail.detectors.nli.NLIJudge`).
 
@@ -38,11 +38,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from ..errors import InputProblem
+from ..method.steps import StepContext
+
 if TYPE_CHECKING:
     from ..lm.model import Model
-    from .steps import Steps
+    from ..method.steps import Steps
 
-GROUP = "veritrail.method.steps"
+GROUP = "veritrail.steps"
 """The entry-point group plugins register their steps under."""
 
 METHODS: Mapping[str, str] = {"decomposer": "decompose", "selector": "select", "judge": "judge"}
@@ -51,19 +54,8 @@ METHODS: Mapping[str, str] = {"decomposer": "decompose", "selector": "select", "
 _STEPS_FIELD = {"decomposer": "decomposer", "selector": "selector", "judge": "judge"}
 
 
-class PluginError(ValueError):
+class PluginError(InputProblem, ValueError):
     """A step spec that cannot be loaded or does not implement its protocol."""
-
-
-@dataclass(frozen=True, slots=True)
-class StepContext:
-    """What a plugin factory is given."""
-
-    kind: str
-    """``decomposer``, ``selector`` or ``judge``."""
-    model: Model | None = None
-    """The run's language model when one is configured (a plugin may wrap the LM steps)."""
-    spec: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,9 @@ from loopback_model import loopback
 from veritrail.dag import load_dag
 from veritrail.method.config import VerifyConfig
 from veritrail.method.loop import verify_claims
-from veritrail.method.plugins import (
+from veritrail.method.steps import Steps
+from veritrail.records import Claim, Verdict
+from veritrail.run.plugins import (
     GROUP,
     PluginError,
     StepContext,
@@ -24,8 +26,6 @@ from veritrail.method.plugins import (
     load_step,
     load_steps,
 )
-from veritrail.method.steps import Steps
-from veritrail.records import Claim, Verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "plugins" / "overlap_steps.py"
@@ -249,3 +249,9 @@ def test_cli_bad_plugin_is_exit_2_before_any_call(
         assert srv.count == 0
     assert code == 2, out
     assert "error: " in out and message in out and "Traceback" not in out
+
+
+def test_the_entry_point_group_is_the_published_name() -> None:
+    # The group is a contract with installed plugin packages (their pyproject.toml names it), not
+    # a module path: moving `veritrail.steps` into `veritrail.method` (issue 15) must not rename it.
+    assert GROUP == "veritrail.steps"

@@ -24,10 +24,10 @@ from hypothesis import strategies as st
 from veritrail import Claim, VerifyConfig
 from veritrail.cli.main import cli
 from veritrail.dag import Dag
+from veritrail.fencing import escape_label, fence, looks_like_fence_line, quote_id
 from veritrail.lm import FakeProvider, Model
 from veritrail.lm.base import Message
 from veritrail.method.loop import lm_steps, verify_claim
-from veritrail.method.prompting import escape_label, fence, looks_like_fence_line, quote_id
 from veritrail.method.segment import SentenceIndex
 from veritrail.method.steps import VerdictInput
 from veritrail.method.verdict import render_evidence

@@ -1,0 +1,219 @@
+"""Method specs → detectors: the one place ``veritrail eval --method kind:key=value`` is read.
+
+A spec is ``kind[:key=value[,key=value...]]``; `build_method` looks the kind up among the
+registered factories and returns a `Detector` (`detectors.base`). Shipped kinds:
+
+* ``veritrail`` (``q=``, ``evidence=``) — `detectors.veritrail.VeriTrailDetector` with the LM steps;
+* ``oracle`` (``q=``) — `detectors.veritrail.OracleDetector`, the loop replaying the gold labels;
+* ``rag`` (``k=15``, ``embedder=``) — `detectors.baselines.RagDetector`;
+* ``direct`` (``budget=``, ``seed=``) — `detectors.baselines.DirectDetector`;
+* ``g2l`` — `detectors.g2l.G2LDetector` against the root nodes;
+* ``nli`` (``model=PATH``, ``chunk=350``, ``threshold=0.5``, ``batch=8``) —
+  `detectors.baselines.NLIChunkDetector`;
+* ``sirg`` (``classifier=DIR`` required, ``model=smollm2``, ``method=attnlrp``, ``k=15``,
+  ``selection=top_k``, ``tau=0``, ``max_targets=``, ``cache=DIR``) —
+  `detectors.sirg.detector.SirgDetector` (needs the ``sirg`` extra).
+
+New kinds are added with `register_method(kind, factory)`; a factory gets the parsed spec and the
+run's shared settings (`BuildContext`) and returns any object with `name` and `detect`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from ..lm.model import Model
+from ..method.config import VerifyConfig
+from .base import Detector
+from .embeddings import Embedder
+
+_DEFAULT = VerifyConfig()
+
+
+@dataclass(frozen=True, slots=True)
+class MethodSpec:
+    """A method as named on the command line: ``kind`` plus ``key=value`` options.
+
+    Examples: ``veritrail:q=1``, ``rag:k=15``, ``direct:budget=100000``, ``oracle``, ``g2l``,
+    ``nli:model=/models/deberta-mnli,chunk=350``.
+    """
+
+    kind: str
+    options: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def parse(cls, text: str) -> MethodSpec:
+        """Parse ``kind[:key=value[,key=value...]]``."""
+        kind, _, rest = text.strip().partition(":")
+        opts: list[tuple[str, str]] = []
+        for part in filter(None, (p.strip() for p in rest.split(","))):
+            k, eq, v = part.partition("=")
+            if not eq or not k:
+                raise ValueError(f"method option {part!r} in {text!r} is not key=value")
+            opts.append((k.strip(), v.strip()))
+        return cls(kind.strip().lower(), tuple(opts))
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        """An option's value."""
+        return dict(self.options).get(key, default)
+
+
+@dataclass(frozen=True, slots=True)
+class BuildContext:
+    """What method factories may use: the model (None for oracle-only runs) and shared settings."""
+
+    model: Model | None
+    base_config: VerifyConfig
+    samples: int = _DEFAULT.samples
+    threshold: int = _DEFAULT.threshold
+    embedder: Callable[[str], Embedder] | None = None
+    default_embedder: str = "minilm-onnx"
+    token_budget: int | None = None
+    seed: int = 0
+
+
+MethodFactory = Callable[[MethodSpec, BuildContext], Detector]
+_FACTORIES: dict[str, MethodFactory] = {}
+
+
+def register_method(kind: str, factory: MethodFactory) -> None:
+    """Make `kind` usable as ``--method kind:...`` (later registrations replace earlier ones)."""
+    _FACTORIES[kind] = factory
+
+
+def _need_model(spec: MethodSpec, ctx: BuildContext) -> Model:
+    if ctx.model is None:
+        raise ValueError(f"method {spec.kind!r} needs a model (--model)")
+    return ctx.model
+
+
+def _int(spec: MethodSpec, key: str, default: int | None) -> int | None:
+    v = spec.get(key)
+    return default if v is None else int(v)
+
+
+def _veritrail(spec: MethodSpec, ctx: BuildContext) -> Detector:
+    from ..method.loop import lm_steps
+    from .veritrail import VeriTrailDetector
+
+    model = _need_model(spec, ctx)
+    q = _int(spec, "q", ctx.base_config.q) or ctx.base_config.q
+    cfg = replace(ctx.base_config, q=q, samples=ctx.samples, threshold=ctx.threshold)
+    ev = spec.get("evidence")
+    if ev is not None:
+        cfg = replace(cfg, evidence_sentences_root=int(ev), evidence_sentences_nonroot=int(ev))
+    suffix = f", {ev} sent./prompt" if ev else ""
+    return VeriTrailDetector(f"VeriTrail q={q}{suffix}", lm_steps(model), cfg, model=model)
+
+
+def _oracle(spec: MethodSpec, ctx: BuildContext) -> Detector:
+    from .veritrail import OracleDetector
+
+    q = _int(spec, "q", ctx.base_config.q) or ctx.base_config.q
+    return OracleDetector(
+        f"Oracle (gold) q={q}", replace(ctx.base_config, q=q, samples=1, threshold=1)
+    )
+
+
+def _rag(spec: MethodSpec, ctx: BuildContext) -> Detector:
+    from .baselines import RagDetector
+    from .embeddings import get_embedder
+
+    k = _int(spec, "k", 15) or 15
+    emb_name = spec.get("embedder", ctx.default_embedder) or ctx.default_embedder
+    embedder = (ctx.embedder or get_embedder)(emb_name)
+    label = f"RAG k={k}" + ("" if emb_name == ctx.default_embedder else f" ({embedder.name})")
+    return RagDetector(
+        label, _need_model(spec, ctx), embedder, k=k, samples=ctx.samples, threshold=ctx.threshold
+    )
+
+
+def _direct(spec: MethodSpec, ctx: BuildContext) -> Detector:
+    from .baselines import DirectDetector
+
+    budget = _int(spec, "budget", ctx.token_budget)
+    label = "Direct" + (f" (≤{budget} tok)" if budget else "")
+    return DirectDetector(
+        label,
+        _need_model(spec, ctx),
+        token_budget=budget,
+        seed=_int(spec, "seed", ctx.seed) or 0,
+        samples=ctx.samples,
+        threshold=ctx.threshold,
+    )
+
+
+def _g2l(spec: MethodSpec, ctx: BuildContext) -> Detector:
+    from .g2l import G2LDetector
+
+    return G2LDetector(_need_model(spec, ctx))
+
+
+def _nli(spec: MethodSpec, ctx: BuildContext) -> Detector:
+    from pathlib import Path
+
+    from .baselines import NLIChunkDetector
+    from .nli import NLIModel
+
+    path = spec.get("model")
+    if not path:
+        raise ValueError("method 'nli' needs model=PATH (a local Hugging Face model directory)")
+    chunk = _int(spec, "chunk", 350) or 350
+    threshold = float(spec.get("threshold", "0.5") or 0.5)
+    batch = _int(spec, "batch", 8) or 8
+    model = NLIModel(path, batch_size=batch)  # NLIModelError (a ValueError) names the problem
+    label = f"NLI {Path(path).name} chunk={chunk}" + (
+        "" if threshold == 0.5 else f" t={threshold:g}"
+    )
+    return NLIChunkDetector(label, model, chunk_tokens=chunk, threshold=threshold)
+
+
+def _sirg(spec: MethodSpec, ctx: BuildContext) -> Detector:
+    try:
+        from .sirg.detector import sirg_from_spec
+
+        return sirg_from_spec(dict(spec.options))
+    except ImportError as exc:  # torch / transformers / spaCy missing
+        raise ValueError(f"method 'sirg' needs the sirg extra ({exc})") from None
+
+
+for _kind, _factory in (
+    ("veritrail", _veritrail),
+    ("oracle", _oracle),
+    ("rag", _rag),
+    ("direct", _direct),
+    ("g2l", _g2l),
+    ("nli", _nli),
+    ("sirg", _sirg),
+):
+    register_method(_kind, _factory)
+
+
+def build_method(spec: MethodSpec | str, ctx: BuildContext) -> Detector:
+    """Instantiate a detector from its spec (`ValueError` names a bad spec)."""
+    s = MethodSpec.parse(spec) if isinstance(spec, str) else spec
+    factory = _FACTORIES.get(s.kind)
+    if factory is None:
+        raise ValueError(f"unknown method {s.kind!r}; known: {', '.join(sorted(_FACTORIES))}")
+    return factory(s, ctx)
+
+
+build_detector = build_method
+"""`build_method` under the protocol's vocabulary."""
+
+
+def known_methods() -> list[str]:
+    """Registered method kinds."""
+    return sorted(_FACTORIES)
+
+
+__all__ = [
+    "BuildContext",
+    "MethodFactory",
+    "MethodSpec",
+    "build_detector",
+    "build_method",
+    "known_methods",
+    "register_method",
+]
