@@ -1,7 +1,7 @@
 """Batch throughput on Ray: 1 vs 2 workers against a loopback OpenAI fake (issue 18).
 
     python benchmarks/bench_batch.py [--jobs 4] [--claims 600] [--concurrency 512] [--latency 0.2]
-                                     [--server fast|threaded] [--repeat N]
+                                     [--server fast|threaded] [--repeat N] [--send-interval S]
 
 The fake server runs in its own process and gives the deterministic replies of
 `bench_schedule.py` (each claim = 1 decomposition + 3 × (evidence + verdict) = 7 calls, 200 ms
@@ -19,10 +19,13 @@ shard per job (a shard must hold enough claims to keep its share of the concurre
 Both worker counts run in the same sitting, in alternating order when `--repeat` > 1.
 
 Printed per run: wall time, model calls/s, client CPU per call (CPU of the Ray worker processes
-running the tasks, measured inside each task), the driver's CPU, and the fake server's CPU (from
-/proc), then the throughput ratio of 2 workers to 1 (target ≥ 1.7 when the client CPU is the
+running the tasks, measured inside each task), the driver's CPU (the whole driver process, and
+the part spent building and writing the jobs' reports), and the fake server's CPU (from /proc),
+then the throughput ratio of 2 workers to 1 (target ≥ 1.7 when the client CPU is the
 bottleneck). On a 2-core machine the server's own CPU competes with two workers: read the
-server CPU line before judging the ratio (docs/scale.md).
+server CPU line before judging the ratio (docs/scale.md). `--send-interval` is
+`RayExecutor(send_interval=...)` (default 0.1 s; 0 sends each task's results as soon as they are
+ready, as before the driver's group commit).
 """
 
 from __future__ import annotations
@@ -42,8 +45,27 @@ from typing import Any
 from bench_schedule import ServerProcess, tree_records
 from bench_schedule import responder as step_reply
 
+import veritrail.batch.driver as batch_driver
 from veritrail.batch import RayExecutor, load_manifest, prepare_jobs, run_batch
+from veritrail.batch.ray_executor import SEND_INTERVAL
 from veritrail.dag import Dag, save_dag
+
+REPORT_CPU = [0.0]
+"""Driver CPU seconds spent in `finish_job` (build and write a job's report), all runs."""
+
+
+def _timed_finish_job(*args: Any, **kwargs: Any) -> Any:
+    # Wraps the driver's `finish_job` to split the driver's CPU into reports vs recording and
+    # scheduling (the report is the same work for every executor; the rest is the Ray path's).
+    c0 = time.process_time()
+    try:
+        return _finish_job(*args, **kwargs)
+    finally:
+        REPORT_CPU[0] += time.process_time() - c0
+
+
+_finish_job = batch_driver.finish_job
+batch_driver.finish_job = _timed_finish_job
 
 
 class _FastHTTP(asyncio.Protocol):
@@ -246,11 +268,15 @@ def one_run(
     }
     jobs = prepare_jobs(manifest, entries, flags=flags, config_path=None, html=False)
     ex = RayExecutor(
-        workers=workers, concurrency=a.concurrency, shard_size=a.shard_size or a.claims
+        workers=workers,
+        concurrency=a.concurrency,
+        shard_size=a.shard_size or a.claims,
+        send_interval=a.send_interval,
     )
     srv.reset()
     s0 = proc_cpu(srv.proc.pid)
     m0 = machine_busy()
+    r0 = REPORT_CPU[0]
     c0 = time.process_time()
     t0 = time.perf_counter()
     res = run_batch(
@@ -262,6 +288,7 @@ def one_run(
     )
     wall = time.perf_counter() - t0
     driver_cpu = time.process_time() - c0
+    report_cpu = REPORT_CPU[0] - r0
     server_cpu = proc_cpu(srv.proc.pid) - s0
     busy = machine_busy() - m0
     st = srv.stats()
@@ -275,6 +302,7 @@ def one_run(
         "calls_per_s": calls / wall,
         "worker_cpu_ms_per_call": ex.stats.worker_cpu_seconds / calls * 1e3,
         "driver_cpu_ms_per_call": driver_cpu / calls * 1e3,
+        "report_cpu_ms_per_call": report_cpu / calls * 1e3,
         "server_cpu_ms_per_call": server_cpu / calls * 1e3,
         "max_in_flight": st["max_in_flight"],
         "service_mean_ms": st["service_mean_ms"],
@@ -295,6 +323,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--shard-size", type=int, default=None, help="default: one shard per job")
     ap.add_argument("--repeat", type=int, default=1, help="runs per worker count (alternating)")
     ap.add_argument("--server", choices=["fast", "threaded"], default="fast")
+    ap.add_argument(
+        "--send-interval",
+        type=float,
+        default=SEND_INTERVAL,
+        help=f"seconds a task gathers results into one item (default {SEND_INTERVAL})",
+    )
     ap.add_argument("--serve-fast", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.serve_fast:
@@ -326,7 +360,7 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"{a.jobs} jobs x {a.claims} claims (7 calls each), concurrency {a.concurrency} "
         f"(split over the workers), latency {a.latency * 1e3:.0f} ms, {a.server} server, "
-        "Ray num_cpus=2, "
+        f"Ray num_cpus=2, send interval {a.send_interval:g} s, "
         f"machine: {os.cpu_count()} cores, load average {load_before:.2f} before, "
         f"{os.getloadavg()[0]:.2f} after"
     )
@@ -335,7 +369,8 @@ def main(argv: list[str] | None = None) -> None:
             print(
                 f"  {w} worker{'s' if w > 1 else ' '}: {x['calls']} calls in {x['wall']:.2f} s = "
                 f"{x['calls_per_s']:.0f} calls/s; client CPU {x['worker_cpu_ms_per_call']:.2f} ms/call "
-                f"(driver {x['driver_cpu_ms_per_call']:.2f}, fake server "
+                f"(driver {x['driver_cpu_ms_per_call']:.3f} of which reports "
+                f"{x['report_cpu_ms_per_call']:.3f}, fake server "
                 f"{x['server_cpu_ms_per_call']:.2f}); server max in flight {x['max_in_flight']}, "
                 f"service mean {x['service_mean_ms']:.0f} ms; cores busy "
                 f"{x['machine_cores_busy']:.2f} (this benchmark {x['bench_cores']:.2f})"

@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from ..lm.model import Model
 
 Record = Callable[[JobState, ClaimResult], None]
-"""The driver's callback: record one finished claim of a job (called on the driver's thread)."""
+"""The driver's callback: record one finished claim of a job (called on the driver's thread).
+The driver's own (`driver._Recorder`) also records groups of encoded claims (`lines`)."""
 
 
 @dataclass

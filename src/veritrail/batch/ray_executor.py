@@ -3,10 +3,19 @@
 * Each job's DAG goes into Ray's object store once (`ray.put`, when its first shard is
   submitted); every shard task of the job receives the same object reference.
 * A task runs the unchanged async engine (`loop.verify_claims`) over its shard with its part of
-  the concurrency budget (`--concurrency` split evenly over `--workers`), and *streams* each
-  finished claim back (a Ray generator task), so the driver records it in the job's run store as
-  it arrives, not when the shard ends. (What is ready at once goes back in one item, so a busy
-  task does not pay Ray's per-item cost for every claim.)
+  the concurrency budget (`--concurrency` split evenly over `--workers`), and *streams* the
+  finished claims back (a Ray generator task), so the driver records them in the job's run store
+  as they arrive, not when the shard ends. The driver records every claim of the batch, so its
+  work per claim bounds the whole batch's throughput; to keep it small:
+
+  - the worker encodes each result as its run store line (`run.store.result_line`: the report's
+    claim dict, redacted, compact JSON) and sends that text with the claim id: the driver
+    neither re-encodes nor re-redacts it (it only checks for the secrets it alone knows);
+  - what finishes within `send_interval` seconds (default 0.1) travels as one Ray item (claims
+    started, claims finished, anything else), and the driver appends all the claims of an item
+    with one write and one fsync (`RunStore.record_lines`, a group commit): Ray's cost per item
+    and the fsync are paid per group, not per claim. A fatal endpoint error, a failure and the
+    task's end are sent at once.
 * A fatal endpoint error (HTTP 401/403, unknown model, no quota) stops the task that met it (no
   claim of its shard starts any more: `verify_claims` records them as `not started: …`), is
   sent to the driver at once, and the driver submits no further shard of any job using that
@@ -29,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import queue
 import threading
 import time
@@ -38,19 +48,31 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..dag import Dag
+from ..errors import InputProblem
 from ..method.config import VerifyConfig
 from ..method.loop import not_started
 from ..records import Claim, ClaimResult, SelectionIssue
 from ..redaction import redact
-from ..report import claim_from_dict, claim_to_dict
+from ..report import claim_from_dict
+from ..run.store import result_line
 from .jobs import JobState, ModelSpec
 from .local import Record
 from .progress import BatchEvents
 
 TaskHook = Callable[[], None]
 
+SEND_INTERVAL = 0.1
+"""Seconds a shard task gathers finished claims before it sends them to the driver as one item
+(`RayExecutor.send_interval`). Small against a claim's own time (several model calls), large
+enough to put several claims into each item and each fsync of the driver."""
 
-class RayUnavailableError(RuntimeError):
+Item = tuple[list[str], list[tuple[str, str]], list[tuple[Any, ...]]]
+"""What a shard task yields: (ids of claims started, [(claim id, results.jsonl line)] of claims
+finished, other events: ("fatal", description), ("notes", notes, requests), ("stats", worker
+CPU seconds)). Plain lists and tuples: they pickle faster than dataclasses."""
+
+
+class RayUnavailableError(InputProblem, RuntimeError):
     """`ray` is not installed, or the cluster cannot be reached."""
 
 
@@ -73,6 +95,8 @@ class ShardSpec:
     hook: TaskHook | None = None
     """Called in the worker as the task starts, after it received its inputs (tests use it to
     kill the worker process on a first attempt)."""
+    send_interval: float = SEND_INTERVAL
+    """See `SEND_INTERVAL`; 0 sends what is ready at once."""
 
 
 class _TaskFailed(RuntimeError):
@@ -100,7 +124,8 @@ async def _verify_shard(spec: ShardSpec, dag: Dag, emit: Callable[[Any], None]) 
 
     def on_result(r: ClaimResult) -> None:
         nonlocal told
-        emit(("result", claim_to_dict(r)))
+        # Encoded here, in the worker, exactly as the run store writes it (see the module doc).
+        emit(("result", r.claim.id, result_line(r)))
         if model is not None and model.fatal is not None and not told and spec.model is not None:
             told = True
             emit(("fatal", describe_fatal(model.fatal, spec.model.base_url)))
@@ -124,11 +149,56 @@ async def _verify_shard(spec: ShardSpec, dag: Dag, emit: Callable[[Any], None]) 
             await model.aclose()
 
 
-def shard_task(spec: ShardSpec, dag: Dag) -> Iterator[list[tuple[Any, ...]]]:
-    """The Ray task (a generator): yields lists of items, as many as are ready: ("started",
-    claim id), ("result", claim dict) per finished claim, ("fatal", description) once the
-    endpoint refused the run, then ("notes", notes, requests) and ("stats", worker CPU seconds
-    of this task)."""
+# Events that go to the driver at once instead of waiting for `send_interval`: a fatal endpoint
+# error must stop the driver from starting further shards on that endpoint.
+_URGENT = frozenset({"fatal", "failed"})
+
+
+def _gather(items: queue.SimpleQueue[Any], done: object, interval: float) -> list[Any]:
+    """The next events to send: waits for one, then takes what is ready or comes within
+    `interval` seconds of it, stopping early at the task's end or an urgent event."""
+    ready: list[Any] = []
+    x = items.get()
+    deadline = time.monotonic() + interval
+    while True:
+        ready.append(x)
+        if x is done or x[0] in _URGENT:
+            return ready
+        try:
+            x = items.get_nowait()  # ready already: taken even when the interval is over
+            continue
+        except queue.Empty:
+            pass
+        # The deadline is checked once the backlog is taken: what is already waiting always
+        # joins this item (taking it is quick), and nothing is waited for past the deadline.
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return ready
+        try:
+            x = items.get(timeout=left)
+        except queue.Empty:
+            return ready
+
+
+def _pack(events: list[tuple[Any, ...]]) -> Item:
+    started: list[str] = []
+    results: list[tuple[str, str]] = []
+    other: list[tuple[Any, ...]] = []
+    for e in events:
+        if e[0] == "result":
+            results.append((e[1], e[2]))
+        elif e[0] == "started":
+            started.append(e[1])
+        else:
+            other.append(e)
+    return started, results, other
+
+
+def shard_task(spec: ShardSpec, dag: Dag) -> Iterator[Item]:
+    """The Ray task (a generator): yields `Item`s, one per `spec.send_interval` at most while
+    claims finish: claims started, claims finished (id and run store line), ("fatal",
+    description) once the endpoint refused the run, then ("notes", notes, requests) and
+    ("stats", worker CPU seconds of this task)."""
     if spec.hook is not None:
         spec.hook()
     cpu0 = time.process_time()
@@ -149,21 +219,19 @@ def shard_task(spec: ShardSpec, dag: Dag) -> Iterator[list[tuple[Any, ...]]]:
     thread.start()
     finished = False
     while not finished:
-        ready = [items.get()]
-        while not items.empty():
-            ready.append(items.get())
+        ready = _gather(items, done, spec.send_interval)
         if done in ready:
             finished = True
             ready = ready[: ready.index(done)]
         failed = next((i for i, x in enumerate(ready) if x[0] == "failed"), None)
         if failed is not None:
             if failed:
-                yield ready[:failed]
+                yield _pack(ready[:failed])
             raise _TaskFailed(ready[failed][1])
         if ready:
-            yield ready
+            yield _pack(ready)
     thread.join()
-    yield [("stats", time.process_time() - cpu0)]
+    yield [], [], [("stats", time.process_time() - cpu0)]
 
 
 @dataclass
@@ -215,6 +283,8 @@ class RayExecutor:
         max_task_retries: Ray retries of a task whose worker died.
         num_cpus: CPUs of a local Ray started here (default: the machine's).
         hook: see `ShardSpec.hook`.
+        send_interval: seconds a task gathers finished claims into one item for the driver
+            (`SEND_INTERVAL`; 0: what is ready at once).
     """
 
     name = "ray"
@@ -230,9 +300,12 @@ class RayExecutor:
         max_task_retries: int = 3,
         num_cpus: int | None = None,
         hook: TaskHook | None = None,
+        send_interval: float = SEND_INTERVAL,
     ) -> None:
         if shard_size < 1:
             raise ValueError("shard size must be >= 1")
+        if send_interval < 0:
+            raise ValueError("send interval must be >= 0")
         self.address = address
         self.workers = workers
         self.concurrency = concurrency
@@ -241,6 +314,7 @@ class RayExecutor:
         self.max_task_retries = max_task_retries
         self.num_cpus = num_cpus
         self.hook = hook
+        self.send_interval = send_interval
         self.stats = RayStats()
 
     def connect(self) -> bool:
@@ -294,9 +368,13 @@ class RayExecutor:
             if cause is not None:
                 # The endpoint refused another task: this shard never starts.
                 sh.state.fatal = sh.state.fatal or cause
-                for c in sh.claims:
-                    if c.id not in sh.state.recorded:
-                        self._deliver(not_started(c, cause), sh, record, events)
+                # As one group: one fsync for the shard, as for the claims a task sends.
+                stopped = [
+                    (c.id, result_line(not_started(c, cause)))
+                    for c in sh.claims
+                    if c.id not in sh.state.recorded
+                ]
+                self._deliver_lines(stopped, sh, record, events)
                 return
             r = refs[job.id]
             if r.dag_ref is None:
@@ -313,6 +391,7 @@ class RayExecutor:
                 prompt_dir=job.settings.prompt_dir,
                 claim_issues={c.id: r.issues[c.id] for c in sh.claims if c.id in r.issues},
                 hook=self.hook,
+                send_interval=self.send_interval,
             )
             r.open_shards += 1
             self.stats.tasks += 1
@@ -350,40 +429,53 @@ class RayExecutor:
                         self.stats.failures.append(msg)
                         sh.state.failures.append(msg)
                         continue
-                    for one in item:
-                        self._handle(one, sh, record, events)
+                    self._handle(item, sh, record, events)
         except BaseException:
             for gen in in_flight:
                 with contextlib.suppress(Exception):  # best effort on the way out
                     ray.cancel(gen, force=True)
             raise
 
-    def _deliver(
-        self, result: ClaimResult, sh: _Shard, record: Record, events: BatchEvents
-    ) -> None:
-        if result.claim.id in sh.state.recorded:
-            self.stats.duplicates_dropped += 1
-            return
-        record(sh.state, result)
-        events.claim_finished(sh.state.job.id, result, count_cost=True)
+    def _handle(self, item: Item, sh: _Shard, record: Record, events: BatchEvents) -> None:
+        started, finished, other = item
+        st = sh.state
+        for cid in started:
+            if cid not in st.recorded:
+                events.claim_started(st.job.id, cid)
+        if finished:
+            self._deliver_lines(finished, sh, record, events)
+        for one in other:
+            kind = one[0]
+            if kind == "fatal":
+                st.fatal = st.fatal or events.endpoint_failed(st.job.model, str(one[1]))
+            elif kind == "notes":
+                st.notes.extend(one[1])
+                self.stats.requests += int(one[2])
+            elif kind == "stats":
+                self.stats.worker_cpu_seconds += float(one[1])
 
-    def _handle(
-        self, item: tuple[Any, ...], sh: _Shard, record: Record, events: BatchEvents
+    def _deliver_lines(
+        self,
+        finished: Sequence[tuple[str, str]],
+        sh: _Shard,
+        record: Record,
+        events: BatchEvents,
     ) -> None:
-        kind = item[0]
-        if kind == "result":
-            self._deliver(claim_from_dict(item[1]), sh, record, events)
-        elif kind == "started":
-            if item[1] not in sh.state.recorded:
-                events.claim_started(sh.state.job.id, item[1])
-        elif kind == "fatal":
-            model = sh.state.job.model
-            sh.state.fatal = sh.state.fatal or events.endpoint_failed(model, str(item[1]))
-        elif kind == "notes":
-            sh.state.notes.extend(item[1])
-            self.stats.requests += int(item[2])
-        elif kind == "stats":
-            self.stats.worker_cpu_seconds += float(item[1])
+        st = sh.state
+        fresh = [(cid, line) for cid, line in finished if cid not in st.recorded]
+        self.stats.duplicates_dropped += len(finished) - len(fresh)
+        if not fresh:
+            return
+        lines = getattr(record, "lines", None)
+        if lines is not None:
+            # One write and one fsync for the whole group (`JobState.record_lines`).
+            results: Sequence[ClaimResult] = lines(st, fresh)
+        else:  # a plain `Record` callable: one claim at a time
+            results = [claim_from_dict(json.loads(line)) for _, line in fresh]
+            for r in results:
+                record(st, r)
+        for r in results:
+            events.claim_finished(st.job.id, r, count_cost=True)
 
     def _requeue_missing(self, sh: _Shard, pending: deque[_Shard]) -> None:
         # A retried generator task may skip results it had already streamed before its worker
