@@ -135,7 +135,7 @@ def _shipped() -> list[Any]:
     model = _model()
     cfg = VerifyConfig(q=1)
     return [
-        VeriTrailDetector("VeriTrail q=1", lm_steps(model), cfg, model=model),
+        VeriTrailDetector("VeriTrail q=1", lm_steps(model), cfg),
         OracleDetector("Oracle (gold) q=1", cfg),
         RagDetector("RAG k=2", model, HashingEmbedder(), k=2),
         DirectDetector("Direct", model),
@@ -252,8 +252,8 @@ async def test_the_oracle_reads_gold_and_nothing_else_does(tmp_path: Path) -> No
 async def test_veritrail_through_the_protocol_matches_the_loop() -> None:
     dag, cfg = _dag(), VerifyConfig(q=3)
     m1, m2 = _model(), _model()
-    old = await verify_claims(dag, CLAIMS, lm_steps(m1), cfg, model=m1)
-    new = await VeriTrailDetector("VT", lm_steps(m2), cfg, model=m2).detect(dag, CLAIMS)
+    old = await verify_claims(dag, CLAIMS, lm_steps(m1), cfg)
+    new = await VeriTrailDetector("VT", lm_steps(m2), cfg).detect(dag, CLAIMS)
     check_detections(AllWordsDetector("VT"), CLAIMS, new)
     for r, d in zip(old, new, strict=True):
         assert (d.verdict, d.score, d.error) == (r.verdict, r.score, r.error)

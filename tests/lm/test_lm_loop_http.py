@@ -87,7 +87,6 @@ async def _run(srv: FakeOpenAIServer, cache: ResponseCache) -> tuple[list[ClaimR
             lm_steps(model),
             VerifyConfig(q=1),
             sentences=SentenceIndex(dag),
-            model=model,
         )
     finally:
         await model.aclose()

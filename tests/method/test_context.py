@@ -7,6 +7,8 @@ import json
 import re
 from dataclasses import replace
 
+import pytest
+
 from dagkit import make_dag
 from veritrail import Claim, VerifyConfig
 from veritrail.dag import Dag
@@ -131,9 +133,10 @@ def test_costs_come_from_the_steps_model_without_model_kwarg() -> None:
     # The deprecated second naming of the model gives the same figures (same claim id: the
     # ledger is per claim, so compare with a fresh model).
     again = Model(FakeProvider(responder=_respond))  # type: ignore[arg-type]
-    (old,) = asyncio.run(
-        verify_claims(dag, [Claim("c", "x")], lm_steps(again), VerifyConfig(), model=again)
-    )
+    with pytest.warns(DeprecationWarning, match="model= is deprecated"):
+        (old,) = asyncio.run(
+            verify_claims(dag, [Claim("c", "x")], lm_steps(again), VerifyConfig(), model=again)
+        )
     assert old.cost.per_step == per_step
     # verify_claim (one claim, its own run) too.
     third = Model(FakeProvider(responder=_respond))  # type: ignore[arg-type]

@@ -104,9 +104,7 @@ def test_batches_of_one_iteration_run_concurrently_and_invented_ids_are_recorded
     fake = Slow(responder=respond)
     model = Model(fake)
     res = asyncio.run(
-        verify_claim(
-            dag, SentenceIndex(dag), Claim("c", "x"), lm_steps(model), VerifyConfig(), model=model
-        )
+        verify_claim(dag, SentenceIndex(dag), Claim("c", "x"), lm_steps(model), VerifyConfig())
     )
     assert res.error is None
     it = res.iterations[0]
@@ -144,9 +142,7 @@ def test_oversized_verdict_input_forces_compression_reruns() -> None:
     fake = FakeProvider(replies)
     model = Model(fake)
     cfg = VerifyConfig(q=1, verdict_sentences=3)
-    res = asyncio.run(
-        verify_claim(dag, SentenceIndex(dag), Claim("c", "x"), lm_steps(model), cfg, model=model)
-    )
+    res = asyncio.run(verify_claim(dag, SentenceIndex(dag), Claim("c", "x"), lm_steps(model), cfg))
     assert fake.remaining == 0 and res.error is None
     it = res.iterations[0]
     assert it.compression_reruns == 2 and not it.evidence_truncated
@@ -188,9 +184,7 @@ def test_compression_exhausted_falls_back_to_largest_fitting_subset() -> None:
     cfg = VerifyConfig(
         q=1, verdict_sentences=4, max_compression_reruns=1, evidence_sentences_nonroot=2
     )
-    res = asyncio.run(
-        verify_claim(dag, SentenceIndex(dag), Claim("c", "x"), lm_steps(model), cfg, model=model)
-    )
+    res = asyncio.run(verify_claim(dag, SentenceIndex(dag), Claim("c", "x"), lm_steps(model), cfg))
     it = res.iterations[0]
     assert it.compression_reruns == 1 and it.evidence_truncated
     verdict_prompt = next(c.prompt for c in fake.calls if "Evidence:" in c.prompt)
@@ -202,9 +196,7 @@ def test_unparseable_selection_is_recorded_against_the_claim() -> None:
     fake = FakeProvider(['{"parts": ["x"]}', "I think sentence two", "still prose, sorry"])
     model = Model(fake, max_reasks=1)
     res = asyncio.run(
-        verify_claim(
-            dag, SentenceIndex(dag), Claim("c", "x"), lm_steps(model), VerifyConfig(), model=model
-        )
+        verify_claim(dag, SentenceIndex(dag), Claim("c", "x"), lm_steps(model), VerifyConfig())
     )
     assert res.verdict is None and res.termination.value == "error"
     assert "still prose" in (res.error or "")
@@ -232,9 +224,7 @@ def test_unreadable_replies_followed_by_good_ones_are_issues_and_the_claim_goes_
     fake = FakeProvider(replies)
     model = Model(fake, max_reasks=3)
     res = asyncio.run(
-        verify_claim(
-            dag, SentenceIndex(dag), Claim("c", "x"), lm_steps(model), VerifyConfig(), model=model
-        )
+        verify_claim(dag, SentenceIndex(dag), Claim("c", "x"), lm_steps(model), VerifyConfig())
     )
     assert fake.remaining == 0
     assert res.error is None and res.verdict is not None and res.verdict.value == "Fully Supported"
@@ -310,7 +300,6 @@ def test_soft_prediction_samples_vote_on_sentences_and_verdicts() -> None:
             Claim("c", "x"),
             lm_steps(model, sample_temperature=0.3),
             cfg,
-            model=model,
         )
     )
     it = res.iterations[0]
@@ -338,7 +327,6 @@ def test_soft_prediction_without_qualified_evidence_stops_with_no_verdict() -> N
             Claim("c", "x"),
             lm_steps(model),
             VerifyConfig(samples=3, threshold=2),
-            model=model,
         )
     )
     assert res.verdict is None and res.termination.value == "no_qualified_evidence"

@@ -199,9 +199,7 @@ def test_footnote4_root_evidence_is_carried() -> None:
         ]
     )
     model = Model(fake)
-    res = asyncio.run(
-        verify_claim(dag, SentenceIndex(dag), claim, lm_steps(model), VerifyConfig(), model=model)
-    )
+    res = asyncio.run(verify_claim(dag, SentenceIndex(dag), claim, lm_steps(model), VerifyConfig()))
     assert fake.remaining == 0
     assert [it.nodes_checked for it in res.iterations] == [("I", "R"), ("A", "B")]
     assert [it.carried_roots for it in res.iterations] == [(), ("R",)]

@@ -103,7 +103,7 @@ async def actual_counts(
     provider = FakeProvider(responder=responder(verdict, select))  # type: ignore[arg-type]
     model = Model(provider, concurrency=4)
     results = await verify_claims(
-        dag, CLAIMS, lm_steps(model), config, sentences=SentenceIndex(dag), model=model
+        dag, CLAIMS, lm_steps(model), config, sentences=SentenceIndex(dag)
     )
     assert all(r.error is None for r in results), [r.error for r in results]
     return {k: (v.lm_calls, v.input_tokens) for k, v in model.usage.per_step().items()}

@@ -104,7 +104,7 @@ def _veritrail(spec: MethodSpec, ctx: BuildContext) -> Detector:
     if ev is not None:
         cfg = replace(cfg, evidence_sentences_root=int(ev), evidence_sentences_nonroot=int(ev))
     suffix = f", {ev} sent./prompt" if ev else ""
-    return VeriTrailDetector(f"VeriTrail q={q}{suffix}", lm_steps(model), cfg, model=model)
+    return VeriTrailDetector(f"VeriTrail q={q}{suffix}", lm_steps(model), cfg)
 
 
 def _oracle(spec: MethodSpec, ctx: BuildContext) -> Detector:

@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..dag import Dag
-from ..lm.model import Model
 from ..method.config import VerifyConfig
 from ..method.segment import SentenceIndex
 from ..method.steps import Steps
@@ -64,12 +63,10 @@ class _LoopDetector:
         name: str,
         config: VerifyConfig,
         *,
-        model: Model | None = None,
         max_parallel_claims: int | None = 4,
     ) -> None:
         self.name = name
         self.config = config
-        self.model = model
         self.max_parallel_claims = max_parallel_claims
 
     def steps_for(self, claims: Sequence[Claim], gold: Mapping[str, GoldClaim] | None) -> Steps:
@@ -97,7 +94,6 @@ class _LoopDetector:
             self.config,
             sentences=sentences,
             max_parallel_claims=self.max_parallel_claims,
-            model=self.model,
         )
         return [
             detection_from_result(self.name, c.id, dag, r)
@@ -136,10 +132,9 @@ class VeriTrailDetector(_LoopDetector):
         steps: Steps,
         config: VerifyConfig,
         *,
-        model: Model | None = None,
         max_parallel_claims: int | None = 4,
     ) -> None:
-        super().__init__(name, config, model=model, max_parallel_claims=max_parallel_claims)
+        super().__init__(name, config, max_parallel_claims=max_parallel_claims)
         self.steps = steps
 
     def steps_for(self, claims: Sequence[Claim], gold: Mapping[str, GoldClaim] | None) -> Steps:

@@ -10,6 +10,7 @@ the costs come from the steps' own models without the caller naming the model a 
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 from ..dag import Dag
@@ -49,6 +50,15 @@ class RunContext:
         (deprecated, see `loop.verify_claims`) replaces the steps' models as the source of costs.
         """
         index = sentences if sentences is not None else SentenceIndex(dag)
+        if model is not None:
+            # Before issue 15 the loop could only find costs through this second naming of the
+            # model; leaving it out silently dropped them. The steps know their models now.
+            warnings.warn(
+                "model= is deprecated: the costs come from the steps' models "
+                "(lm_steps(model) records its model); drop the argument",
+                DeprecationWarning,
+                stacklevel=4,
+            )
         models = (model,) if model is not None else steps.ledger_models()
         return cls(dag, index, steps, config, ReadPlans(dag, index, config), models)
 

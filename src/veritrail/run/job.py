@@ -731,7 +731,6 @@ async def _verify_remaining(
         on_result=on_result,
         stop=fatal_cause,
         max_parallel_claims=job.settings.max_parallel_claims,
-        model=model,
         claim_issues={
             cid: [SelectionIssue(IssueKind(i["kind"]), i["detail"]) for i in items]
             for cid, items in stored.items()
