@@ -14,17 +14,20 @@ stand-in for an endpoint that runs elsewhere; the client does exactly the same w
 either (same requests, same reply bodies apart from the id and token counts). The
 batch is `--jobs` jobs of `--claims` claims over the summarization tree of `bench_schedule.py`,
 run through the library (`veritrail.batch.run_batch` + `RayExecutor`) on a local Ray started
-with 2 CPUs, response cache off, total concurrency `--concurrency` split over the workers, one
-shard per job (a shard must hold enough claims to keep its share of the concurrency busy).
-Both worker counts run in the same sitting, in alternating order when `--repeat` > 1.
+with 2 CPUs, response cache off, total concurrency `--concurrency` split over the workers,
+`--shard-size` claims per shard (default: one shard per job; each worker actor runs several
+shards at once over one model layer, so small jobs fill its budget together). One executor
+serves every run, keeping its two worker actors between runs (1 worker uses the first; the
+warm-up run starts both). Both worker counts run in the same sitting, in alternating order when
+`--repeat` > 1.
 
 Printed per run: wall time, model calls/s, client CPU per call (CPU of the Ray worker processes
-running the tasks, measured inside each task), the driver's CPU (the whole driver process, and
+during the run, measured inside each worker actor), the driver's CPU (the whole driver process, and
 the part spent building and writing the jobs' reports), and the fake server's CPU (from /proc),
 then the throughput ratio of 2 workers to 1 (target ≥ 1.7 when the client CPU is the
 bottleneck). On a 2-core machine the server's own CPU competes with two workers: read the
 server CPU line before judging the ratio (docs/scale.md). `--send-interval` is
-`RayExecutor(send_interval=...)` (default 0.1 s; 0 sends each task's results as soon as they are
+`RayExecutor(send_interval=...)` (default 0.1 s; 0 sends each shard's results as soon as they are
 ready, as before the driver's group commit).
 """
 
@@ -255,9 +258,14 @@ def write_inputs(tmp: Path, jobs: int, claims: int) -> Path:
 
 
 def one_run(
-    manifest: Path, srv: ServerProcess, workers: int, a: argparse.Namespace, tag: str
+    manifest: Path,
+    srv: ServerProcess,
+    workers: int,
+    a: argparse.Namespace,
+    tag: str,
+    ex: RayExecutor,
 ) -> dict[str, Any]:
-    """One batch with `workers` Ray workers in a fresh runs directory; its figures."""
+    """One batch with `workers` of `ex`'s Ray workers in a fresh runs directory; its figures."""
     entries = load_manifest(manifest)
     flags = {
         "model": "openai/fake-model",
@@ -267,12 +275,9 @@ def one_run(
         "runs_dir": str(manifest.parent / f"runs-{tag}"),
     }
     jobs = prepare_jobs(manifest, entries, flags=flags, config_path=None, html=False)
-    ex = RayExecutor(
-        workers=workers,
-        concurrency=a.concurrency,
-        shard_size=a.shard_size or a.claims,
-        send_interval=a.send_interval,
-    )
+    ex.workers = workers
+    ex.concurrency = a.concurrency
+    ex.shard_size = a.shard_size or a.claims
     srv.reset()
     s0 = proc_cpu(srv.proc.pid)
     m0 = machine_busy()
@@ -345,15 +350,19 @@ def main(argv: list[str] | None = None) -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             manifest = write_inputs(Path(tmp), a.jobs, a.claims)
-            # Warm-up: start both worker processes and import veritrail in them (not measured).
+            # One executor for every run: its worker actors are kept between runs (1 worker
+            # uses the first of them), as one long batch keeps them.
+            ex = RayExecutor(send_interval=a.send_interval, keep_workers=True)
+            # Warm-up: start both worker actors and import veritrail in them (not measured).
             (Path(tmp) / "warm").mkdir()
             warm = write_inputs(Path(tmp) / "warm", 2, 2)
-            one_run(warm, srv, 2, argparse.Namespace(**{**vars(a), "claims": 2}), "warm")
+            one_run(warm, srv, 2, argparse.Namespace(**{**vars(a), "claims": 2}), "warm", ex)
             runs: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
             order = [1, 2]
             for r in range(a.repeat):
                 for w in order if r % 2 == 0 else order[::-1]:
-                    runs[w].append(one_run(manifest, srv, w, a, f"w{w}-{r}"))
+                    runs[w].append(one_run(manifest, srv, w, a, f"w{w}-{r}", ex))
+            ex.close()
     finally:
         ray.shutdown()
         srv.close()

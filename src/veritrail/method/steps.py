@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..records import Claim, IssueKind, SelectionIssue, Step, Verdict
 
@@ -236,6 +236,12 @@ class LMStep:
         """Calls the model runs at once: the most prompts of a round worth having in progress."""
         return self.model.concurrency
 
+    @property
+    def concise(self) -> bool:
+        """Whether to ask for the concise reply format (`Model.concise_replies`: small local
+        models, where every generated token is expensive)."""
+        return bool(getattr(self.model, "concise_replies", False))
+
     def sample_config(self, sample: int) -> GenerateConfig:
         """The request parameters for sample number `sample` (0 = the hard-prediction call)."""
         from ..lm.base import GenerateConfig
@@ -255,3 +261,16 @@ class StepContext:
     model: Model | None = None
     """The run's language model when one is configured (a plugin may wrap the LM steps)."""
     spec: str = ""
+
+
+def text_field(max_chars: int | None) -> dict[str, Any]:
+    """The schema of a free-text reply field, bounded to `max_chars` characters when given.
+
+    The bound is what makes a concise reply format concise: a grammar-constrained server
+    (llama.cpp turns `maxLength` into its grammar) cannot run past it, where an instruction to
+    be brief is often ignored by a small model. The prompts stay the same.
+    """
+    field: dict[str, Any] = {"type": "string"}
+    if max_chars is not None:
+        field["maxLength"] = max_chars
+    return field

@@ -22,22 +22,39 @@ from .config import VerifyConfig
 from .evidence import RoundEvidence, batch_items, select_over
 from .prompting import load_prompt
 from .segment import SentenceIndex, split_sentences
-from .steps import LMStep, VerdictGenerator, VerdictInput, VerdictOutcome, unreadable_issues
+from .steps import (
+    LMStep,
+    VerdictGenerator,
+    VerdictInput,
+    VerdictOutcome,
+    text_field,
+    unreadable_issues,
+)
 from .subclaims import format_subclaims
 from .tokens import estimate_tokens
 
 if TYPE_CHECKING:
     from .context import RunContext
 
-_VERDICT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "reasoning": {"type": "string"},
-        "verdict": {"type": "string", "enum": [v.value for v in Verdict]},
-    },
-    "required": ["reasoning", "verdict"],
-    "additionalProperties": False,
-}
+# The concise reply format's bound on the reasoning (issue 19): two or three sentences, which is
+# what the report shows a reader; the verdict itself is not bounded.
+CONCISE_REASONING_CHARS = 400
+
+
+def _verdict_schema(concise: bool) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "reasoning": text_field(CONCISE_REASONING_CHARS if concise else None),
+            "verdict": {"type": "string", "enum": [v.value for v in Verdict]},
+        },
+        "required": ["reasoning", "verdict"],
+        "additionalProperties": False,
+    }
+
+
+# One object per format: the model layer remembers per schema object whether strict mode takes it.
+_VERDICT_SCHEMAS = {concise: _verdict_schema(concise) for concise in (False, True)}
 
 
 def _verdict(value: Any) -> tuple[Verdict, str]:
@@ -75,7 +92,11 @@ class LMVerdictGenerator(LMStep):
         )
         cfg = self.sample_config(sample)
         res = await self.model.generate_json(
-            messages, schema=_VERDICT_SCHEMA, step=Step.VERDICT, validate=_verdict, config=cfg
+            messages,
+            schema=_VERDICT_SCHEMAS[self.concise],
+            step=Step.VERDICT,
+            validate=_verdict,
+            config=cfg,
         )
         if res.value is None:
             return VerdictOutcome(

@@ -1,0 +1,88 @@
+"""Concise reply formats (issue 19): a model whose provider asks for them gets the method's reply
+schemas with bounded free-text fields; every other model gets the schemas unchanged."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from veritrail import Claim, VerifyConfig
+from veritrail.dag import Dag
+from veritrail.lm.base import GenerateConfig, Message, ModelOutput
+from veritrail.lm.fake import FakeProvider
+from veritrail.lm.model import Model
+from veritrail.method.evidence import (
+    CONCISE_MISSING_CHARS,
+    CONCISE_SUMMARY_CHARS,
+    selection_schema,
+)
+from veritrail.method.loop import lm_steps, verify_claims
+from veritrail.method.verdict import CONCISE_REASONING_CHARS
+
+
+class _Recording(FakeProvider):
+    """The fake provider, recording each call's reply schema."""
+
+    def __init__(self, *, concise: bool, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.schemas: dict[str, dict[str, Any]] = {}
+        if concise:
+            self.concise_replies = True
+
+    async def generate(self, messages: Any, config: GenerateConfig) -> ModelOutput:
+        props = (config.json_schema or {}).get("properties", {})
+        if "selected_ids" in props:
+            self.schemas["evidence_selection"] = config.json_schema or {}
+        elif "reasoning" in props:
+            self.schemas["verdict"] = config.json_schema or {}
+        return await super().generate(messages, config)
+
+
+def _respond(messages: list[Message]) -> str:
+    system = messages[0].content
+    if system.startswith("You split"):
+        return json.dumps({"parts": ["The river rose."]})
+    if system.startswith("You find evidence"):
+        return json.dumps(
+            {"selected_ids": [1], "context_ids": [], "summary": "It rose.", "missing": ""}
+        )
+    return json.dumps({"reasoning": "Stated.", "verdict": "Fully Supported"})
+
+
+def _run(concise: bool) -> dict[str, dict[str, Any]]:
+    prov = _Recording(concise=concise, responder=_respond)
+    model = Model(prov)
+    assert model.concise_replies is concise
+    dag = Dag.from_records(
+        [{"id": "r", "text": "The river rose."}, {"id": "t", "text": "x", "sources": ["r"]}]
+    )
+    (res,) = asyncio.run(
+        verify_claims(dag, [Claim("c", "The river rose.")], lm_steps(model), VerifyConfig())
+    )
+    assert res.error is None and res.verdict is not None
+    return prov.schemas
+
+
+@pytest.mark.parametrize("concise", [False, True])
+def test_steps_ask_for_the_concise_format_only_when_the_provider_does(concise: bool) -> None:
+    schemas = _run(concise)
+    ev = schemas["evidence_selection"]["properties"]
+    verdict = schemas["verdict"]["properties"]
+    if concise:
+        assert ev["summary"] == {"type": "string", "maxLength": CONCISE_SUMMARY_CHARS}
+        assert ev["missing"] == {"type": "string", "maxLength": CONCISE_MISSING_CHARS}
+        assert verdict["reasoning"] == {"type": "string", "maxLength": CONCISE_REASONING_CHARS}
+    else:
+        assert ev["summary"] == ev["missing"] == verdict["reasoning"] == {"type": "string"}
+    # What the method needs is never bounded away: ids, the verdict's labels.
+    assert ev["selected_ids"]["maxItems"] == 1
+    assert "enum" in verdict["verdict"]
+
+
+def test_schemas_are_shared_objects_per_format() -> None:
+    # The model layer remembers per schema object whether strict mode accepts it.
+    assert selection_schema(7, True) is selection_schema(7, True)
+    assert selection_schema(7, True) is not selection_schema(7, False)
