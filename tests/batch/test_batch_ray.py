@@ -202,8 +202,14 @@ def test_401_stops_the_ray_batch(ray_session: str, here: Path) -> None:
     assert len(fatal) == 1 and "401" in fatal[0] and url in fatal[0], res.output
     assert ENV["OPENAI_API_KEY"] not in res.output
     doc = json.loads((here / "batch-summary.json").read_text())
-    # The two first shards ran (one per worker) and were refused; the driver started no other.
-    assert doc["ray"]["tasks"] == 2 and requests <= 4  # 2 tasks x 2 calls in flight at most
+    # With one task per shard this was `tasks == 2`: the first shards were refused and the
+    # driver started no other. Now each worker is first fed shards until it holds 2 x its
+    # 2 calls in claims and 2 shards (`FEED_FACTOR`, `FEED_SHARDS`): shards of 2, 2, 1, 2, 2 of
+    # the 6 at most, before any answer; the rest are refused by the driver, never submitted.
+    # Each worker's shared model layer sends nothing after its first refusal: 2 workers x 2
+    # calls in flight at most.
+    assert doc["ray"]["tasks"] <= 5 and doc["ray"]["shards_refused"] >= 1
+    assert doc["ray"]["tasks"] + doc["ray"]["shards_refused"] == 6 and requests <= 4
     assert doc["totals"]["errors"] == 5 + 6 and len(doc["fatal"]) == 1
     lines = [
         json.loads(x)
@@ -216,3 +222,28 @@ def test_401_stops_the_ray_batch(ray_session: str, here: Path) -> None:
         common = ["--model", "openai/fake", "--base-url", srv.base_url, "--concurrency", "4"]
         code, out = batch(str(manifest), *common, "--executor", "ray", "--shard-size", "2")
     assert code == 0, out
+
+
+def test_many_small_jobs_share_each_workers_budget_and_never_exceed_it(
+    ray_session: str, here: Path
+) -> None:
+    # 6 jobs of 3-8 claims, shards of 2: each worker runs several shards (of several jobs) at
+    # once over one model layer; the calls in flight never exceed --concurrency.
+    manifest = write_jobs(here, 6, 3)
+    with FakeOpenAIServer(responder=responder) as srv:
+        common = ["--model", "openai/fake", "--base-url", srv.base_url, "--concurrency", "4"]
+        code, out = batch(str(manifest), *common, "--runs-dir", "runs-local")
+        assert code == 0, out
+        local = reports(here / "reports")
+        srv.reset_counters()
+        code, out = batch(
+            str(manifest), *common, "--executor", "ray", "--workers", "2", "--runs-dir",
+            "runs-ray", "--shard-size", "2",
+        )  # fmt: skip
+        assert code == 0, out
+        assert 0 < srv.max_in_flight <= 4
+    assert reports(here / "reports") == local
+    doc = json.loads((here / "batch-summary.json").read_text())
+    assert doc["ray"]["tasks"] == sum((3 + k + 1) // 2 for k in range(6))  # every shard once
+    assert doc["ray"]["failures"] == [] and doc["ray"]["worker_cpu_seconds"] > 0
+    assert set(recorded_ids(here / "runs-ray").values()) == {1}

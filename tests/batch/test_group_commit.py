@@ -1,15 +1,16 @@
 """The Ray executor's cheap path on the driver: results encoded by the worker
 (`run.store.result_line`), appended as a group with one write and one fsync
 (`RunStore.record_lines`, `JobState.record_lines`), and gathered into one Ray item per
-`send_interval` by the shard task (`ray_executor._gather`). No Ray needed: the pieces run here.
+`send_interval` by each shard on its worker (`ray_executor._gather`). No Ray needed: the
+pieces run here.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import os
-import queue
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 
 from veritrail.batch import open_states, prepare_jobs
 from veritrail.batch.jobs import JobState
-from veritrail.batch.ray_executor import ShardSpec, _gather, _pack, shard_task
+from veritrail.batch.ray_executor import ShardSpec, ShardWorker, _gather, _pack
 from veritrail.method.loop import not_started
 from veritrail.records import (
     Claim,
@@ -213,21 +214,25 @@ def test_a_line_under_another_claim_id_is_refused(tmp_path: Path) -> None:
 
 
 def test_gather_takes_what_is_ready_and_stops_at_urgent_events_and_the_end() -> None:
-    done = object()
-    q: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    for x in [("started", "a"), ("result", "a", "{}"), ("fatal", "HTTP 401"), ("started", "b")]:
-        q.put(x)
-    # An hour's interval: returning at all proves the fatal error was sent at once.
-    assert _gather(q, done, 3600) == [
-        ("started", "a"),
-        ("result", "a", "{}"),
-        ("fatal", "HTTP 401"),
-    ]
-    q.put(done)
-    assert _gather(q, done, 3600) == [("started", "b"), done]
-    q.put(("started", "c"))
-    q.put(("result", "c", "{}"))
-    assert _gather(q, done, 0) == [("started", "c"), ("result", "c", "{}")]  # no wait: ready only
+    async def go() -> None:
+        done = object()
+        q: asyncio.Queue[Any] = asyncio.Queue()
+        for x in [("started", "a"), ("result", "a", "{}"), ("fatal", "HTTP 401"), ("started", "b")]:
+            q.put_nowait(x)
+        # An hour's interval: returning at all proves the fatal error was sent at once.
+        assert await _gather(q, done, 3600) == [
+            ("started", "a"),
+            ("result", "a", "{}"),
+            ("fatal", "HTTP 401"),
+        ]
+        q.put_nowait(done)
+        assert await _gather(q, done, 3600) == [("started", "b"), done]
+        q.put_nowait(("started", "c"))
+        q.put_nowait(("result", "c", "{}"))
+        # No wait: what is ready only.
+        assert await _gather(q, done, 0) == [("started", "c"), ("result", "c", "{}")]
+
+    asyncio.run(go())
 
 
 def test_pack_splits_started_finished_and_other_events() -> None:
@@ -235,7 +240,19 @@ def test_pack_splits_started_finished_and_other_events() -> None:
     assert _pack(events) == (["a", "b"], [("a", "L")], [("notes", ["n"], 3)])
 
 
-def test_a_shard_task_sends_its_claims_as_one_item_within_the_interval(tmp_path: Path) -> None:
+def run_shards(worker: ShardWorker, *shards: tuple[ShardSpec, Any]) -> list[list[Any]]:
+    """Run shards at once on one worker, as its Ray actor does (no Ray here): their items."""
+
+    async def one(spec: ShardSpec, dag: Any) -> list[Any]:
+        return [item async for item in worker.run_shard(spec, dag)]
+
+    async def go() -> list[list[Any]]:
+        return list(await asyncio.gather(*(one(s, d) for s, d in shards)))
+
+    return asyncio.run(go())
+
+
+def test_a_shard_sends_its_claims_as_one_item_within_the_interval(tmp_path: Path) -> None:
     (state,) = oracle_states(tmp_path)
     job = state.job
     spec = ShardSpec(
@@ -248,14 +265,18 @@ def test_a_shard_task_sends_its_claims_as_one_item_within_the_interval(tmp_path:
         concurrency=2,
         max_parallel_claims=None,
         prompt_dir=None,
-        send_interval=3600,  # every claim finishes well within it: the task's end sends them
+        send_interval=3600,  # every claim finishes well within it: the shard's end sends them
+        run="r1",
     )
-    items = list(shard_task(spec, job.dag))  # the Ray task's body, run here
-    assert len(items) == 2
-    (started, finished, other), (s2, f2, (stats,)) = items
+    worker = ShardWorker()  # the Ray actor's body, run here
+    ((item,),) = run_shards(worker, (spec, job.dag))
+    started, finished, other = item
     ids = [c.id for c in spec.claims]
     assert sorted(started) == sorted(ids) and sorted(cid for cid, _ in finished) == sorted(ids)
-    assert other == [] and s2 == [] and f2 == [] and stats[0] == "stats"
+    assert other == []
+    # The worker's CPU over the run comes with the run's end (it was a shard's last item).
+    assert asyncio.run(worker.end_run("r1")) > 0.0
+    assert asyncio.run(worker.end_run("r1")) == 0.0  # nothing left of that run
     got = state.record_lines(finished)
     assert state.complete() and {r.claim.id for r in got} == set(ids)
     for (cid, line), r in zip(finished, got, strict=True):

@@ -187,6 +187,7 @@ def run_batch(
         extra["ray"] = {
             "workers": stats.workers,
             "tasks": stats.tasks,
+            "shards_refused": stats.shards_refused,
             "retried_claims": stats.retried_claims,
             "duplicates_dropped": stats.duplicates_dropped,
             "worker_cpu_seconds": round(stats.worker_cpu_seconds, 3),

@@ -1,12 +1,29 @@
-"""`--executor ray`: claims verified by Ray tasks, one task per (job, shard of claims).
+"""`--executor ray`: claims verified by long-lived Ray worker actors, fed shards of claims.
 
-* Each job's DAG goes into Ray's object store once (`ray.put`, when its first shard is
-  submitted); every shard task of the job receives the same object reference.
-* A task runs the unchanged async engine (`loop.verify_claims`) over its shard with its part of
-  the concurrency budget (`--concurrency` split evenly over `--workers`), and *streams* the
-  finished claims back (a Ray generator task), so the driver records them in the job's run store
-  as they arrive, not when the shard ends. The driver records every claim of the batch, so its
-  work per claim bounds the whole batch's throughput; to keep it small:
+* **Workers:** one Ray async actor per worker (`--workers`, default: the cluster's CPUs; each
+  takes one CPU), alive for the whole batch. A worker holds ONE model layer per endpoint
+  (`local.ModelPool`: the provider and its HTTP connection pool, the response cache, and its
+  part of the concurrency budget, `--concurrency` split evenly over the workers), shared by
+  every shard it runs, and runs *several shards at once* on its event loop, each with the
+  unchanged async engine (`loop.verify_claims`). A worker verifies at most
+  `--max-parallel-claims` claims at once over all its shards (default: its share of the budget,
+  as a claim has about one call in flight at a time; the others wait unstarted).
+* **Feeding:** the driver hands a worker another shard (one job's next `--shard-size` claims)
+  while the worker's unfinished claims are fewer than twice its share of the budget, or while
+  it has fewer than two shards (`FEED_FACTOR`, `FEED_SHARDS`), and below its fair share of the
+  claims left (those left over the workers): the next shard starts while the last claims of
+  the previous ones drain, so the worker's budget stays busy, many small jobs fill it
+  together, and a worker that comes up first does not take the others' work. The model layer's semaphore keeps the calls of one worker within its
+  share at all times, so the calls of the whole batch never exceed `--concurrency`.
+  A worker is fed only once it is up (its `ready` call answered): workers that a cluster cannot
+  place (more workers than CPUs) get no shard.
+* **Each job's DAG** goes into Ray's object store once (`ray.put`, when its first shard is
+  submitted); every shard of the job receives the same object reference, and a worker
+  deserialises it (and builds its sentence index) once while it runs shards of that job.
+* **Streaming:** a shard is a Ray streaming-generator call on its worker: it sends its finished
+  claims back as they come, so the driver records them in the job's run store at once, not when
+  the shard ends. The driver records every claim of the batch, so its work per claim bounds the
+  whole batch's throughput; to keep it small:
 
   - the worker encodes each result as its run store line (`run.store.result_line`: the report's
     claim dict, redacted, compact JSON) and sends that text with the claim id: the driver
@@ -15,21 +32,21 @@
     started, claims finished, anything else), and the driver appends all the claims of an item
     with one write and one fsync (`RunStore.record_lines`, a group commit): Ray's cost per item
     and the fsync are paid per group, not per claim. A fatal endpoint error, a failure and the
-    task's end are sent at once.
-* A fatal endpoint error (HTTP 401/403, unknown model, no quota) stops the task that met it (no
-  claim of its shard starts any more: `verify_claims` records them as `not started: …`), is
-  sent to the driver at once, and the driver submits no further shard of any job using that
-  endpoint (their claims are recorded as not started). Tasks already running on that endpoint
-  stop at their own first refused call.
-* At most `--workers` tasks run at once (the driver keeps that many in flight), so the model
-  calls of the whole batch never exceed `--concurrency`.
-* A worker process that dies has its task retried by Ray (`--max-task-retries`). The driver
-  records each claim once (a retried task may deliver claims already recorded: they are
-  dropped), and a task that ends without delivering some of its claims has those claims submitted
-  again once. Claims of a task that fails for good stay unrecorded: the job is reported as
-  incomplete (exit status 3) and running the same command again verifies just those.
-* Model cache: each worker opens the default cache of its own machine (`~/.cache/veritrail`, or
-  `VERITRAIL_CACHE_DIR`), unless `--cache FILE` / `--cache-dir DIR` names a shared one.
+    shard's end are sent at once.
+* **Fatal endpoint error** (HTTP 401/403, unknown model, no quota): the worker's shared provider
+  refuses every later call to that endpoint without sending it (every shard on that worker
+  stops there: no claim of theirs starts any more, they are recorded as `not started: …`); the
+  error is sent to the driver at once, and the driver submits no further shard of any job using
+  that endpoint (their claims are recorded as not started). Other workers stop at their own
+  first refused call.
+* **Worker death:** a worker process that dies is restarted by Ray (`max_restarts`) and its
+  unfinished shards are run again (`max_task_retries`, `--max-task-retries`). The driver
+  records each claim once (a retried shard may deliver claims already recorded: they are
+  dropped), and a shard that ends without delivering some of its claims has those claims
+  submitted again once. Claims of a shard that fails for good stay unrecorded: the job is
+  reported as incomplete (exit status 3) and running the same command again verifies just those.
+* **Model cache:** each worker opens the default cache of its own machine (`~/.cache/veritrail`,
+  or `VERITRAIL_CACHE_DIR`), unless `--cache FILE` / `--cache-dir DIR` names a shared one.
 
 `ray` is an optional dependency (`pip install 'veritrail[ray]'`); it is imported only here.
 """
@@ -39,11 +56,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import queue
-import threading
+import os
 import time
+import uuid
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,14 +79,21 @@ from .progress import BatchEvents
 TaskHook = Callable[[], None]
 
 SEND_INTERVAL = 0.1
-"""Seconds a shard task gathers finished claims before it sends them to the driver as one item
+"""Seconds a shard gathers finished claims before it sends them to the driver as one item
 (`RayExecutor.send_interval`). Small against a claim's own time (several model calls), large
 enough to put several claims into each item and each fsync of the driver."""
 
+FEED_FACTOR = 2
+"""The driver feeds a worker while its unfinished claims are fewer than this many times its
+share of the concurrency budget (a claim has about one call in flight at a time)..."""
+
+FEED_SHARDS = 2
+"""... or while it has fewer than this many shards: the next one is there when one drains."""
+
 Item = tuple[list[str], list[tuple[str, str]], list[tuple[Any, ...]]]
-"""What a shard task yields: (ids of claims started, [(claim id, results.jsonl line)] of claims
-finished, other events: ("fatal", description), ("notes", notes, requests), ("stats", worker
-CPU seconds)). Plain lists and tuples: they pickle faster than dataclasses."""
+"""What a shard yields: (ids of claims started, [(claim id, results.jsonl line)] of claims
+finished, other events: ("fatal", description), ("notes", notes, requests)). Plain lists and
+tuples: they pickle faster than dataclasses."""
 
 
 class RayUnavailableError(InputProblem, RuntimeError):
@@ -78,7 +102,7 @@ class RayUnavailableError(InputProblem, RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class ShardSpec:
-    """Everything a shard task needs besides the DAG (small: it is pickled per task)."""
+    """Everything a shard needs besides the DAG (small: it is pickled per shard)."""
 
     job_id: str
     claims: tuple[Claim, ...]
@@ -88,65 +112,25 @@ class ShardSpec:
     oracle_doc: Any
     sample_temperature: float
     concurrency: int
+    """The worker's share of the budget: model calls in flight on one endpoint, over all the
+    shards the worker runs."""
     max_parallel_claims: int | None
+    """Claims in verification at once on the worker, over all its shards (None: as many as
+    `concurrency`: a claim has about one call in flight at a time)."""
     prompt_dir: str | None
     claim_issues: dict[str, list[SelectionIssue]] = field(default_factory=dict)
     """Issues met while extracting the shard's claims (they head each claim's issues)."""
     hook: TaskHook | None = None
-    """Called in the worker as the task starts, after it received its inputs (tests use it to
+    """Called in the worker as the shard starts, after it received its inputs (tests use it to
     kill the worker process on a first attempt)."""
     send_interval: float = SEND_INTERVAL
     """See `SEND_INTERVAL`; 0 sends what is ready at once."""
+    run: str = ""
+    """The batch run the shard belongs to: the worker keeps one model layer per run."""
 
 
 class _TaskFailed(RuntimeError):
-    """The engine of a shard task stopped outside any claim (e.g. the model could not be built)."""
-
-
-async def _verify_shard(spec: ShardSpec, dag: Dag, emit: Callable[[Any], None]) -> None:
-    from ..lm.registry import describe_fatal
-    from ..method.loop import lm_steps, verify_claims
-    from ..method.prompting import set_prompt_dir
-    from ..method.segment import SentenceIndex
-    from .jobs import oracle_steps
-
-    if spec.prompt_dir:
-        set_prompt_dir(spec.prompt_dir)
-    model = None
-    if spec.model is not None:
-        model = spec.model.model(
-            spec.model.provider(), cache=spec.model.open_cache(), concurrency=spec.concurrency
-        )
-        steps = lm_steps(model, sample_temperature=spec.sample_temperature)
-    else:
-        steps = oracle_steps(spec.oracle_doc)
-    told = False
-
-    def on_result(r: ClaimResult) -> None:
-        nonlocal told
-        # Encoded here, in the worker, exactly as the run store writes it (see the module doc).
-        emit(("result", r.claim.id, result_line(r)))
-        if model is not None and model.fatal is not None and not told and spec.model is not None:
-            told = True
-            emit(("fatal", describe_fatal(model.fatal, spec.model.base_url)))
-
-    try:
-        await verify_claims(
-            dag,
-            list(spec.claims),
-            steps,
-            spec.config,
-            sentences=SentenceIndex(dag),
-            on_start=lambda c: emit(("started", c.id)),
-            on_result=on_result,
-            max_parallel_claims=spec.max_parallel_claims,
-            model=model,
-            claim_issues=spec.claim_issues,
-        )
-    finally:
-        if model is not None:
-            emit(("notes", list(model.notes), model.stats.requests))
-            await model.aclose()
+    """A shard's engine stopped outside any claim (e.g. the model could not be built)."""
 
 
 # Events that go to the driver at once instead of waiting for `send_interval`: a fatal endpoint
@@ -154,11 +138,11 @@ async def _verify_shard(spec: ShardSpec, dag: Dag, emit: Callable[[Any], None]) 
 _URGENT = frozenset({"fatal", "failed"})
 
 
-def _gather(items: queue.SimpleQueue[Any], done: object, interval: float) -> list[Any]:
+async def _gather(items: asyncio.Queue[Any], done: object, interval: float) -> list[Any]:
     """The next events to send: waits for one, then takes what is ready or comes within
-    `interval` seconds of it, stopping early at the task's end or an urgent event."""
+    `interval` seconds of it, stopping early at the shard's end or an urgent event."""
     ready: list[Any] = []
-    x = items.get()
+    x = await items.get()
     deadline = time.monotonic() + interval
     while True:
         ready.append(x)
@@ -167,7 +151,7 @@ def _gather(items: queue.SimpleQueue[Any], done: object, interval: float) -> lis
         try:
             x = items.get_nowait()  # ready already: taken even when the interval is over
             continue
-        except queue.Empty:
+        except asyncio.QueueEmpty:
             pass
         # The deadline is checked once the backlog is taken: what is already waiting always
         # joins this item (taking it is quick), and nothing is waited for past the deadline.
@@ -175,8 +159,8 @@ def _gather(items: queue.SimpleQueue[Any], done: object, interval: float) -> lis
         if left <= 0:
             return ready
         try:
-            x = items.get(timeout=left)
-        except queue.Empty:
+            x = await asyncio.wait_for(items.get(), left)
+        except TimeoutError:
             return ready
 
 
@@ -194,44 +178,199 @@ def _pack(events: list[tuple[Any, ...]]) -> Item:
     return started, results, other
 
 
-def shard_task(spec: ShardSpec, dag: Dag) -> Iterator[Item]:
-    """The Ray task (a generator): yields `Item`s, one per `spec.send_interval` at most while
-    claims finish: claims started, claims finished (id and run store line), ("fatal",
-    description) once the endpoint refused the run, then ("notes", notes, requests) and
-    ("stats", worker CPU seconds of this task)."""
-    if spec.hook is not None:
-        spec.hook()
-    cpu0 = time.process_time()
-    items: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    done = object()
+@dataclass
+class _RunLayer:
+    """A worker's model layer for one batch run: providers, caches and budget per endpoint
+    (`local.ModelPool`), the bound on claims in flight, and the worker's CPU at its start."""
 
-    def run() -> None:
+    pool: Any
+    claims: asyncio.Semaphore
+    cpu0: float
+
+
+@dataclass
+class _HeldDag:
+    """A job's DAG and sentence index in a worker, kept while shards of the job run there."""
+
+    dag: Dag
+    sentences: Any
+    users: int = 0
+
+
+class ShardWorker:
+    """The body of one Ray worker actor (a plain class: the tests drive it without Ray).
+
+    `run_shard` is an async generator (a Ray streaming-generator method): several shards run at
+    once on the actor's event loop, over the model layer of their run (`_RunLayer`).
+    `end_run` closes that layer and returns the worker's CPU seconds during the run.
+    """
+
+    def __init__(self) -> None:
+        # Imported here, before any shard: the first shard (and its CPU figure) does not pay
+        # for loading the engine.
+        from ..lm import registry  # noqa: F401
+        from ..method import loop  # noqa: F401
+        from . import local  # noqa: F401
+
+        self._runs: dict[str, _RunLayer] = {}
+        self._dags: dict[tuple[str, str], _HeldDag] = {}
+
+    def ready(self) -> int:
+        """Answers once the worker is up (its process id)."""
+        return os.getpid()
+
+    def _layer(self, spec: ShardSpec) -> _RunLayer:
+        got = self._runs.get(spec.run)
+        if got is None:
+            from .local import ModelPool
+
+            # Claims beyond the worker's share of the budget would only wait for a call slot;
+            # left unstarted instead, they stay "not started" if the endpoint refuses the run.
+            limit = spec.max_parallel_claims or spec.concurrency
+            got = _RunLayer(
+                pool=ModelPool(spec.concurrency),
+                claims=asyncio.Semaphore(limit),
+                cpu0=time.process_time(),
+            )
+            self._runs[spec.run] = got
+        return got
+
+    async def _hold(self, spec: ShardSpec, dag: Dag | list[Any]) -> _HeldDag:
+        from ..method.segment import SentenceIndex
+
+        key = (spec.run, spec.job_id)
+        held = self._dags.get(key)
+        if held is None:
+            # `dag` is the Dag itself (tests) or [its object reference]: in a list, Ray hands
+            # the reference over unresolved, so a worker running several shards of one job
+            # deserialises the DAG once, not once per shard.
+            got = dag if isinstance(dag, Dag) else await dag[0]
+            held = self._dags.get(key)  # another shard of the job may have got it meanwhile
+            if held is None:
+                held = self._dags[key] = _HeldDag(got, SentenceIndex(got))
+        held.users += 1
+        return held
+
+    def _release(self, spec: ShardSpec, held: _HeldDag) -> None:
+        held.users -= 1
+        key = (spec.run, spec.job_id)
+        if held.users <= 0 and self._dags.get(key) is held:
+            del self._dags[key]
+
+    async def run_shard(self, spec: ShardSpec, dag: Dag | list[Any]) -> AsyncIterator[Item]:
+        """Verify one shard, yielding `Item`s, one per `spec.send_interval` at most while claims
+        finish: claims started, claims finished (id and run store line), ("fatal",
+        description) once the endpoint refused the run, and ("notes", notes, requests) at the
+        end."""
+        if spec.hook is not None:
+            spec.hook()
+        layer = self._layer(spec)
+        held = await self._hold(spec, dag)
+        items: asyncio.Queue[Any] = asyncio.Queue()
+        done = object()
+
+        async def engine() -> None:
+            try:
+                await _verify_shard(spec, held, layer, items.put_nowait)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - reported to the driver below
+                items.put_nowait(("failed", redact(f"{type(exc).__name__}: {exc}")))
+            finally:
+                items.put_nowait(done)
+
+        task = asyncio.create_task(engine())
         try:
-            asyncio.run(_verify_shard(spec, dag, items.put))
-        except BaseException as exc:  # noqa: BLE001 - reported to the driver below
-            items.put(("failed", redact(f"{type(exc).__name__}: {exc}")))
+            finished = False
+            while not finished:
+                ready = await _gather(items, done, spec.send_interval)
+                if done in ready:
+                    finished = True
+                    ready = ready[: ready.index(done)]
+                failed = next((i for i, x in enumerate(ready) if x[0] == "failed"), None)
+                if failed is not None:
+                    if failed:
+                        yield _pack(ready[:failed])
+                    raise _TaskFailed(ready[failed][1])
+                if ready:
+                    yield _pack(ready)
         finally:
-            items.put(done)
+            if not task.done():  # the shard was cancelled: its claims stop with it
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+            self._release(spec, held)
 
-    # The engine runs on its own thread and event loop; this generator hands its results to Ray
-    # as they come (a generator task cannot yield from inside asyncio.run).
-    thread = threading.Thread(target=run, name=f"veritrail-shard-{spec.job_id}", daemon=True)
-    thread.start()
-    finished = False
-    while not finished:
-        ready = _gather(items, done, spec.send_interval)
-        if done in ready:
-            finished = True
-            ready = ready[: ready.index(done)]
-        failed = next((i for i, x in enumerate(ready) if x[0] == "failed"), None)
-        if failed is not None:
-            if failed:
-                yield _pack(ready[:failed])
-            raise _TaskFailed(ready[failed][1])
-        if ready:
-            yield _pack(ready)
-    thread.join()
-    yield [], [], [("stats", time.process_time() - cpu0)]
+    async def end_run(self, run: str) -> float:
+        """Close the model layer of `run` (connection pools); the worker's CPU seconds since the
+        run's first shard here (0.0 when none ran)."""
+        layer = self._runs.pop(run, None)
+        for key in [k for k in self._dags if k[0] == run]:
+            del self._dags[key]
+        if layer is None:
+            return 0.0
+        await layer.pool.aclose()
+        return time.process_time() - layer.cpu0
+
+
+async def _verify_shard(
+    spec: ShardSpec, held: _HeldDag, layer: _RunLayer, emit: Callable[[Any], None]
+) -> None:
+    from ..lm.registry import describe_fatal
+    from ..method.loop import lm_steps, verify_claims
+    from ..method.prompting import set_prompt_dir
+    from .jobs import oracle_steps
+
+    if spec.prompt_dir:
+        set_prompt_dir(spec.prompt_dir)
+    model = None
+    pool = layer.pool
+    if spec.model is not None:
+        # A `Model` wrapper per shard (it accounts cost per claim id, and two jobs may both
+        # have a claim `c1`) over the worker's shared provider, cache and budget.
+        model = pool.model(spec.model)
+        steps = lm_steps(model, sample_temperature=spec.sample_temperature)
+    else:
+        steps = oracle_steps(spec.oracle_doc)
+    told = False
+
+    def fatal() -> Any:
+        if spec.model is None:
+            return None
+        return pool.fatal(spec.model) or (model.fatal if model is not None else None)
+
+    def stop() -> str | None:
+        # A fatal error met by any shard of this worker on the endpoint stops this one too
+        # (as `RunContext.fatal_cause` words it).
+        exc = fatal()
+        return None if exc is None else f"{type(exc).__name__}: {exc.cause}"
+
+    def on_result(r: ClaimResult) -> None:
+        nonlocal told
+        # Encoded here, in the worker, exactly as the run store writes it (see the module doc).
+        emit(("result", r.claim.id, result_line(r)))
+        if not told and spec.model is not None:
+            exc = fatal()
+            if exc is not None:
+                told = True
+                emit(("fatal", describe_fatal(exc, spec.model.base_url)))
+
+    try:
+        await verify_claims(
+            held.dag,
+            list(spec.claims),
+            steps,
+            spec.config,
+            sentences=held.sentences,
+            on_start=lambda c: emit(("started", c.id)),
+            on_result=on_result,
+            stop=stop,
+            max_parallel_claims=layer.claims,
+            claim_issues=spec.claim_issues,
+        )
+    finally:
+        if model is not None:
+            emit(("notes", list(model.notes), model.stats.requests))
 
 
 @dataclass
@@ -239,6 +378,22 @@ class _Shard:
     state: JobState
     claims: tuple[Claim, ...]
     resubmitted: bool = False
+    left: int = 0
+    """Claims of this shard not yet delivered (what the worker still has to do)."""
+
+
+@dataclass
+class _Worker:
+    """The driver's view of one worker actor."""
+
+    handle: Any
+    ready_ref: Any = None
+    """The pending `ready` call; None once the worker answered (it is fed from then on)."""
+    alive: bool = True
+    shards: dict[Any, _Shard] = field(default_factory=dict)
+
+    def unfinished(self) -> int:
+        return sum(sh.left for sh in self.shards.values())
 
 
 @dataclass
@@ -250,9 +405,12 @@ class _JobRefs:
 
 @dataclass
 class RayStats:
-    """What the driver learnt from the tasks (for benchmarks and the summary)."""
+    """What the driver learnt from the workers (for benchmarks and the summary)."""
 
     tasks: int = 0
+    """Shards submitted to workers (each one Ray actor task)."""
+    shards_refused: int = 0
+    """Shards never submitted: their endpoint had refused the run (fatal endpoint error)."""
     retried_claims: int = 0
     duplicates_dropped: int = 0
     worker_cpu_seconds: float = 0.0
@@ -272,19 +430,23 @@ def _ray() -> Any:
 
 
 class RayExecutor:
-    """Runs shard tasks on a Ray cluster (see the module docstring).
+    """Runs shards of claims on long-lived Ray worker actors (see the module docstring).
 
     Args:
         address: `auto`, `ray://host:10001` or a GCS address; None starts a local Ray (or uses
             the one this process already started).
-        workers: tasks in flight at once (default: the cluster's CPUs).
+        workers: worker actors (default: the cluster's CPUs); each takes one CPU.
         concurrency: model calls in flight over the whole batch, split evenly over the workers.
-        shard_size: claims per task.
-        max_task_retries: Ray retries of a task whose worker died.
+        shard_size: claims per shard (the unit of feeding and of retry).
+        max_parallel_claims: claims in verification at once per worker (None: its share of
+            `concurrency`).
+        max_task_retries: Ray restarts of a worker that died, and retries of its shards.
         num_cpus: CPUs of a local Ray started here (default: the machine's).
         hook: see `ShardSpec.hook`.
-        send_interval: seconds a task gathers finished claims into one item for the driver
+        send_interval: seconds a shard gathers finished claims into one item for the driver
             (`SEND_INTERVAL`; 0: what is ready at once).
+        keep_workers: keep the worker actors after `run` for the next `run` of this executor
+            (benchmarks: warm workers); `close()` ends them. Otherwise each `run` ends its own.
     """
 
     name = "ray"
@@ -301,6 +463,7 @@ class RayExecutor:
         num_cpus: int | None = None,
         hook: TaskHook | None = None,
         send_interval: float = SEND_INTERVAL,
+        keep_workers: bool = False,
     ) -> None:
         if shard_size < 1:
             raise ValueError("shard size must be >= 1")
@@ -315,7 +478,9 @@ class RayExecutor:
         self.num_cpus = num_cpus
         self.hook = hook
         self.send_interval = send_interval
+        self.keep_workers = keep_workers
         self.stats = RayStats()
+        self._actors: list[Any] = []
 
     def connect(self) -> bool:
         """Connect to (or start) Ray; True when this call started or joined it (and shuts it)."""
@@ -340,18 +505,40 @@ class RayExecutor:
         try:
             self._run(ray, states, record, events)
         finally:
+            if owned or not self.keep_workers:
+                self.close()
             if owned:
                 ray.shutdown()
+
+    def close(self) -> None:
+        """End the worker actors kept by this executor (if any)."""
+        if not self._actors:
+            return
+        ray = _ray()
+        for a in self._actors:
+            with contextlib.suppress(Exception):  # best effort: it may be dead already
+                ray.kill(a, no_restart=True)
+        self._actors = []
+
+    def _actors_for(self, ray: Any, n: int) -> list[Any]:
+        actor = ray.remote(ShardWorker).options(
+            num_cpus=1,
+            max_restarts=self.max_task_retries,
+            max_task_retries=self.max_task_retries,
+        )
+        while len(self._actors) < n:
+            self._actors.append(actor.remote())
+        return self._actors[:n]
 
     def _run(
         self, ray: Any, states: Sequence[JobState], record: Record, events: BatchEvents
     ) -> None:
-        workers = self.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
-        self.stats.workers = workers
-        per_task = max(1, self.concurrency // workers)
-        task = ray.remote(shard_task).options(
-            max_retries=self.max_task_retries, retry_exceptions=False, num_cpus=1
-        )
+        n = self.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        self.stats = RayStats(workers=n)
+        per_worker = max(1, self.concurrency // n)
+        target = FEED_FACTOR * per_worker
+        run_id = uuid.uuid4().hex
+        workers = [_Worker(h, ready_ref=h.ready.remote()) for h in self._actors_for(ray, n)]
         pending: deque[_Shard] = deque()
         refs: dict[str, _JobRefs] = {}
         for st in states:
@@ -359,82 +546,151 @@ class RayExecutor:
             for i in range(0, len(todo), self.shard_size):
                 pending.append(_Shard(st, tuple(todo[i : i + self.shard_size])))
             refs[st.job.id] = _JobRefs(issues=st.claim_issues())
-        in_flight: dict[Any, _Shard] = {}
+        owner: dict[Any, _Worker] = {}
+        """Each shard in flight (its generator) → its worker."""
 
-        def submit(sh: _Shard) -> None:
+        def refused(sh: _Shard) -> bool:
             job = sh.state.job
             spec_model = None if job.oracle_doc is not None else job.model
             cause = events.fatal_for(spec_model)
-            if cause is not None:
-                # The endpoint refused another task: this shard never starts.
-                sh.state.fatal = sh.state.fatal or cause
-                # As one group: one fsync for the shard, as for the claims a task sends.
-                stopped = [
-                    (c.id, result_line(not_started(c, cause)))
-                    for c in sh.claims
-                    if c.id not in sh.state.recorded
-                ]
-                self._deliver_lines(stopped, sh, record, events)
-                return
+            if cause is None:
+                return False
+            # The endpoint refused another shard: this one never starts.
+            self.stats.shards_refused += 1
+            sh.state.fatal = sh.state.fatal or cause
+            # As one group: one fsync for the shard, as for the claims a worker sends.
+            stopped = [
+                (c.id, result_line(not_started(c, cause)))
+                for c in sh.claims
+                if c.id not in sh.state.recorded
+            ]
+            self._deliver_lines(stopped, sh, record, events)
+            return True
+
+        def submit(w: _Worker, sh: _Shard) -> None:
+            job = sh.state.job
             r = refs[job.id]
             if r.dag_ref is None:
-                r.dag_ref = ray.put(job.dag)  # once per job, shared by all its shard tasks
+                r.dag_ref = ray.put(job.dag)  # once per job, shared by all its shards
             spec = ShardSpec(
                 job_id=job.id,
                 claims=sh.claims,
                 config=sh.state.config,
-                model=spec_model,
+                model=None if job.oracle_doc is not None else job.model,
                 oracle_doc=job.oracle_doc,
                 sample_temperature=job.settings.sample_temperature,
-                concurrency=per_task,
+                concurrency=per_worker,
                 max_parallel_claims=self.max_parallel_claims,
                 prompt_dir=job.settings.prompt_dir,
                 claim_issues={c.id: r.issues[c.id] for c in sh.claims if c.id in r.issues},
                 hook=self.hook,
                 send_interval=self.send_interval,
+                run=run_id,
             )
             r.open_shards += 1
             self.stats.tasks += 1
-            in_flight[task.remote(spec, r.dag_ref)] = sh
+            sh.left = len(sh.claims)
+            # In a list: the worker receives the reference itself (see `ShardWorker._hold`).
+            gen = w.handle.run_shard.remote(spec, [r.dag_ref])
+            w.shards[gen] = sh
+            owner[gen] = w
 
-        def closed(gen: Any, sh: _Shard) -> None:
-            del in_flight[gen]
+        def feed() -> None:
+            while pending:
+                alive = [w for w in workers if w.alive]
+                # A fair share of what is left: a worker that comes up first must not take
+                # the shards another one (placed, or still starting) would run at once.
+                left = sum(len(sh.claims) for sh in pending) + sum(w.unfinished() for w in alive)
+                fair = -(-left // max(1, len(alive)))
+                wanting = [
+                    w
+                    for w in alive
+                    if w.ready_ref is None
+                    and w.unfinished() < fair
+                    and (w.unfinished() < target or len(w.shards) < FEED_SHARDS)
+                ]
+                if not wanting:
+                    return
+                sh = pending.popleft()
+                if not refused(sh):
+                    submit(min(wanting, key=_Worker.unfinished), sh)
+
+        def closed(gen: Any) -> _Shard:
+            w = owner.pop(gen)
+            sh = w.shards.pop(gen)
             r = refs[sh.state.job.id]
             r.open_shards -= 1
             if r.open_shards == 0:
-                r.dag_ref = None  # lets Ray free the object once no task holds it
+                r.dag_ref = None  # lets Ray free the object once no worker holds it
+            return sh
+
+        def lost(reason: str) -> None:
+            # No worker left to run what is pending: those claims stay unrecorded (exit 3).
+            while pending:
+                sh = pending.popleft()
+                if refused(sh):
+                    continue
+                msg = f"{len(sh.claims)} claim(s) of job {sh.state.job.id} not run: {reason}"
+                self.stats.failures.append(msg)
+                sh.state.failures.append(msg)
 
         try:
-            while pending or in_flight:
-                while pending and len(in_flight) < workers:
-                    submit(pending.popleft())
-                if not in_flight:
+            while pending or owner:
+                feed()
+                waiting = [w.ready_ref for w in workers if w.alive and w.ready_ref is not None]
+                if not owner and not waiting:
+                    if pending and not any(w.alive for w in workers):
+                        lost("every Ray worker died")
                     continue  # every pending shard was refused (fatal endpoint error)
                 # A timeout so the display is refreshed while no claim finishes.
-                ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=0.5)
+                ready, _ = ray.wait([*owner, *waiting], num_returns=1, timeout=0.5)
                 events.tick()
-                for gen in ready:
-                    sh = in_flight[gen]
+                for x in ready:
+                    if x not in owner:  # a worker's `ready` answer: it is fed from now on
+                        w = next(w for w in workers if w.ready_ref is not None and w.ready_ref == x)
+                        try:
+                            ray.get(x)
+                        except ray.exceptions.RayError as exc:
+                            w.alive = False
+                            self.stats.failures.append(_task_error(exc, "a Ray worker"))
+                        w.ready_ref = None
+                        continue
+                    sh = owner[x].shards[x]
                     try:
-                        ref = next(gen)
+                        ref = next(x)
                     except StopIteration:
-                        closed(gen, sh)
+                        closed(x)
                         self._requeue_missing(sh, pending)
                         continue
                     try:
                         item = ray.get(ref)
                     except ray.exceptions.RayError as exc:
-                        closed(gen, sh)
-                        msg = _task_error(exc)
+                        wk = owner[x]
+                        closed(x)
+                        if isinstance(exc, ray.exceptions.ActorDiedError):
+                            wk.alive = False  # for good (restarts used up): feed it no more
+                        msg = _task_error(exc, "a Ray task")
                         self.stats.failures.append(msg)
                         sh.state.failures.append(msg)
                         continue
+                    sh.left = max(0, sh.left - len(item[1]))
                     self._handle(item, sh, record, events)
         except BaseException:
-            for gen in in_flight:
-                with contextlib.suppress(Exception):  # best effort on the way out
-                    ray.cancel(gen, force=True)
+            self.close()  # ends every shard in flight with its worker
             raise
+        finally:
+            self._end_run(ray, workers, run_id)
+
+    def _end_run(self, ray: Any, workers: Sequence[_Worker], run_id: str) -> None:
+        if not self._actors:
+            return  # killed on the way out
+        # Only workers that are up: one the cluster never placed would not answer.
+        calls = [
+            w.handle.end_run.remote(run_id) for w in workers if w.alive and w.ready_ref is None
+        ]
+        with contextlib.suppress(Exception):  # best effort: only a figure and closing pools
+            for cpu in ray.get(calls, timeout=30):
+                self.stats.worker_cpu_seconds += float(cpu)
 
     def _handle(self, item: Item, sh: _Shard, record: Record, events: BatchEvents) -> None:
         started, finished, other = item
@@ -451,8 +707,6 @@ class RayExecutor:
             elif kind == "notes":
                 st.notes.extend(one[1])
                 self.stats.requests += int(one[2])
-            elif kind == "stats":
-                self.stats.worker_cpu_seconds += float(one[1])
 
     def _deliver_lines(
         self,
@@ -478,8 +732,8 @@ class RayExecutor:
             events.claim_finished(st.job.id, r, count_cost=True)
 
     def _requeue_missing(self, sh: _Shard, pending: deque[_Shard]) -> None:
-        # A retried generator task may skip results it had already streamed before its worker
-        # died (Ray replays by position, our claims finish in any order): resubmit those once.
+        # A retried generator may skip results it had already streamed before its worker died
+        # (Ray replays by position, our claims finish in any order): resubmit those once.
         missing = tuple(c for c in sh.claims if c.id not in sh.state.recorded)
         if not missing:
             return
@@ -492,8 +746,8 @@ class RayExecutor:
         pending.append(_Shard(sh.state, missing, resubmitted=True))
 
 
-def _task_error(exc: BaseException) -> str:
+def _task_error(exc: BaseException, what: str) -> str:
     cause = getattr(exc, "cause", None)
     text = f"{type(cause).__name__}: {cause}" if cause is not None else str(exc)
     first = text.strip().splitlines()[-1] if text.strip() else type(exc).__name__
-    return redact(f"a Ray task failed: {first}"[:500])
+    return redact(f"{what} failed: {first}"[:500])

@@ -39,7 +39,7 @@ def _interrupt(_signum: int, _frame: Any) -> NoReturn:
     type=click.Choice(["local", "ray"]),
     default="local",
     show_default=True,
-    help="local: one process, one event loop; ray: tasks on a Ray cluster.",
+    help="local: one process, one event loop; ray: worker actors on a Ray cluster.",
 )
 @click.option(
     "--ray-address",
@@ -50,21 +50,21 @@ def _interrupt(_signum: int, _frame: Any) -> NoReturn:
     "--workers",
     type=click.IntRange(min=1),
     default=None,
-    help="Ray tasks at once [default: the cluster's CPUs].",
+    help="Ray worker actors, one CPU each [default: the cluster's CPUs].",
 )
 @click.option(
     "--shard-size",
     type=click.IntRange(min=1),
     default=100,
     show_default=True,
-    help="Claims per Ray task.",
+    help="Claims per shard (what a Ray worker is fed at a time).",
 )
 @click.option(
     "--max-task-retries",
     type=click.IntRange(min=0),
     default=3,
     show_default=True,
-    help="Ray retries of a task whose worker died.",
+    help="Ray restarts of a worker that died, and retries of its shards.",
 )
 @click.option(
     "--concurrency",
@@ -76,7 +76,7 @@ def _interrupt(_signum: int, _frame: Any) -> NoReturn:
     "--max-parallel-claims",
     type=click.IntRange(min=1),
     default=None,
-    help="Claims verified at once (local: in all; ray: per task).",
+    help="Claims verified at once (local: in all; ray: per worker [its share of --concurrency]).",
 )
 @click.option(
     "--model", default=None, help="provider/model for every job (a job's settings may override it)."
