@@ -142,3 +142,16 @@ def test_a_claims_json_is_written_in_one_place() -> None:
     d = claim_to_dict(r)
     assert list(d)[:4] == ["id", "text", "sentence_indices", "subclaims"]  # the report's order
     assert {k: d[k] for k in ("id", "text", "sentence_indices")} == claim_to_json(c)
+
+
+def test_an_issue_is_written_and_read_in_one_place() -> None:
+    from veritrail.records import IssueKind, SelectionIssue
+
+    for kind in IssueKind:
+        issue = SelectionIssue(kind, "detail\nwith a line break")
+        doc = issue.to_json()
+        assert doc == {"kind": kind.value, "detail": "detail\nwith a line break"}
+        assert type(doc["kind"]) is str  # plain JSON, not the enum
+        assert SelectionIssue.from_json(json.loads(json.dumps(doc))) == issue
+    with pytest.raises(ValueError):
+        SelectionIssue.from_json({"kind": "step_error", "detail": ""})

@@ -6,8 +6,10 @@ I/O boundaries (DAG file, claims file, config, report) convert to and from JSON.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 
 class Verdict(StrEnum):
@@ -107,6 +109,15 @@ class SelectionIssue:
 
     kind: IssueKind
     detail: str
+
+    def to_json(self) -> dict[str, str]:
+        """The issue as the report, run files and claims documents write it (one place)."""
+        return {"kind": str(self.kind), "detail": self.detail}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> SelectionIssue:
+        """Inverse of `to_json`; an unknown kind raises `ValueError`."""
+        return cls(IssueKind(d["kind"]), str(d["detail"]))
 
 
 @dataclass(frozen=True, slots=True)

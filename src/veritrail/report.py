@@ -25,7 +25,6 @@ from .records import (
     ClaimResult,
     Cost,
     ErrorStageStatus,
-    IssueKind,
     Iteration,
     SelectionIssue,
     SentenceRef,
@@ -86,7 +85,7 @@ def claim_to_dict(r: ClaimResult) -> dict[str, Any]:
         "provenance": [list(p) for p in r.provenance],
         "error_stages": list(r.error_stages),
         "error_stage_status": r.error_stage_status.value,
-        "issues": [{"kind": str(i.kind), "detail": i.detail} for i in r.issues],
+        "issues": [i.to_json() for i in r.issues],
         "cost": {
             "lm_calls": r.cost.lm_calls,
             "cached_calls": r.cost.cached_calls,
@@ -149,9 +148,7 @@ def claim_from_dict(d: Mapping[str, Any]) -> ClaimResult:
             per_step={k: _step_cost(v) for k, v in c.get("per_step", {}).items()},
         ),
         error=d.get("error"),
-        issues=tuple(
-            SelectionIssue(IssueKind(i["kind"]), i["detail"]) for i in d.get("issues", ())
-        ),
+        issues=tuple(SelectionIssue.from_json(i) for i in d.get("issues", ())),
         score=d.get("score"),
     )
 

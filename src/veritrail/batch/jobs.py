@@ -366,13 +366,10 @@ class JobState:
 
     def claim_issues(self) -> dict[str, list[SelectionIssue]]:
         """Issues met while extracting each claim (kept in run.json), for `verify_claims`."""
-        from ..records import IssueKind, SelectionIssue
+        from ..records import SelectionIssue
 
         stored = self.store.info.extra.get("extraction_issues") or {}
-        return {
-            cid: [SelectionIssue(IssueKind(i["kind"]), i["detail"]) for i in items]
-            for cid, items in stored.items()
-        }
+        return {cid: [SelectionIssue.from_json(i) for i in items] for cid, items in stored.items()}
 
     def complete(self) -> bool:
         """Every claim has a recorded result: recorded by this run (errors count: they are

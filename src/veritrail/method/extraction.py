@@ -565,7 +565,7 @@ def trace_to_json(trace: Sequence[SentenceTrace]) -> list[dict[str, Any]]:
                 "claims": list(t.claims),
                 "error": t.error,
                 "raw": t.raw,
-                "issues": [{"kind": i.kind, "detail": i.detail} for i in t.issues],
+                "issues": [i.to_json() for i in t.issues],
             }
         )
     return out

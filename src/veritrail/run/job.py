@@ -657,8 +657,7 @@ async def extract_claims(
     kept: dict[str, Any] = {"extraction_cost": _cost_dict(model.usage.for_claim(None).values())}
     if source.last is not None:
         kept["extraction_issues"] = {
-            cid: [{"kind": i.kind, "detail": i.detail} for i in got]
-            for cid, got in source.last.issues_by_claim().items()
+            cid: [i.to_json() for i in got] for cid, got in source.last.issues_by_claim().items()
         }
     return claims, kept
 
@@ -704,7 +703,7 @@ async def _verify_remaining(
     """
     from ..method.loop import verify_claims
     from ..method.segment import SentenceIndex
-    from ..records import IssueKind, SelectionIssue
+    from ..records import SelectionIssue
 
     endpoint = _endpoint(job, model)
 
@@ -732,8 +731,7 @@ async def _verify_remaining(
         stop=fatal_cause,
         max_parallel_claims=job.settings.max_parallel_claims,
         claim_issues={
-            cid: [SelectionIssue(IssueKind(i["kind"]), i["detail"]) for i in items]
-            for cid, items in stored.items()
+            cid: [SelectionIssue.from_json(i) for i in items] for cid, items in stored.items()
         },
     )
 
