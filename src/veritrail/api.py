@@ -41,8 +41,7 @@ from .run.job import (
     RunState,
     job_settings,
     prepare_job,
-    record_interruption,
-    run_job,
+    run_to_report,
     write_outputs,
 )
 from .run.settings import Settings, find_config_file
@@ -161,16 +160,8 @@ async def _arun(
             extra_inputs=extra_inputs,
         )
         reporter = make_progress(quiet=not progress, interval=job.settings.progress_interval)
-        state = RunState()
-        try:
-            report = await run_job(job, reporter, state, handle_sigterm=False)
-        except (KeyboardInterrupt, asyncio.CancelledError):
-            if keep:
-                record_interruption(job, state)  # finished claims stay; run again to resume
-            raise
-        finally:
-            if state.store is not None:
-                state.store.unlock()
+        # Interrupted: finished claims stay in a kept run directory; run again to resume.
+        report = await run_to_report(job, reporter, RunState(), handle_sigterm=False)
         if tmp is not None:
             # The temporary run directory (and a DAG copied there) is gone once we return.
             report["run"]["run_dir"] = None

@@ -23,8 +23,7 @@ from ..run.job import (
     exit_code,
     job_settings,
     prepare_job,
-    record_interruption,
-    run_job,
+    run_to_report,
     write_outputs,
 )
 from ..run.settings import find_config_file
@@ -38,14 +37,7 @@ def execute(job: Job, *, quiet: bool) -> None:
     from ..run.progress import make_progress
 
     progress = make_progress(quiet=quiet, interval=job.settings.progress_interval)
-    state = RunState()
-    try:
-        _execute(job, quiet=quiet, progress=progress, state=state)
-    finally:
-        # Release the run's lock now, not at process exit: an embedding process (tests, a
-        # notebook) may run the same directory again.
-        if state.store is not None:
-            state.store.unlock()
+    _execute(job, quiet=quiet, progress=progress, state=RunState())
 
 
 def _execute(job: Job, *, quiet: bool, progress: Any, state: RunState) -> None:
@@ -61,11 +53,12 @@ def _execute(job: Job, *, quiet: bool, progress: Any, state: RunState) -> None:
         click.echo(f"run directory: {job.run_dir}", err=True)
     try:
         with job_errors():
-            report = asyncio.run(run_job(job, progress, state))
+            report = asyncio.run(run_to_report(job, progress, state))
     except (KeyboardInterrupt, asyncio.CancelledError):
         # Ctrl-C (asyncio.run cancels the run and re-raises KeyboardInterrupt) or SIGTERM (our
-        # handler cancels the main task). Finished claims are already durable in the store.
-        got = record_interruption(job, state)
+        # handler cancels the main task); `run_to_report` recorded the interruption. Finished
+        # claims are already durable in the store.
+        got = state.interruption
         if got is not None:
             click.echo(
                 f"\ninterrupted: {got.done} of {got.total} claims are finished and saved in "

@@ -520,6 +520,9 @@ class RunState:
         self.config: VerifyConfig | None = None
         """The run's one `VerifyConfig` (settings fitted to the model's context window), built
         by `run_job` before any claim starts; the partial and the final report record it."""
+        self.interruption: Interruption | None = None
+        """What `run_to_report` recorded when the run was interrupted (None: not interrupted, or
+        interrupted before any claim started)."""
 
 
 def build_model(job: Job) -> Model:
@@ -902,3 +905,23 @@ def exit_code(report: Mapping[str, Any], max_unsupported: float | None) -> ExitC
     if gate_failures(report, max_unsupported) is not None:
         return ExitCode.GATE
     return ExitCode.OK
+
+
+async def run_to_report(
+    job: Job, progress: ProgressReporter, state: RunState, *, handle_sigterm: bool = True
+) -> dict[str, Any]:
+    """Run the job (`run_job`) and return its final report: the one way the CLI and the API run.
+
+    On Ctrl-C, SIGTERM or cancellation the run is recorded as interrupted (status and partial
+    report, `state.interruption`) and the interruption propagates; either way the run
+    directory's lock is released before returning, not at process exit, so an embedding process
+    (tests, a notebook) can run the same directory again.
+    """
+    try:
+        return await run_job(job, progress, state, handle_sigterm=handle_sigterm)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        state.interruption = record_interruption(job, state)
+        raise
+    finally:
+        if state.store is not None:
+            state.store.unlock()
