@@ -231,3 +231,22 @@ def test_hold_release_and_wait_for_requests() -> None:
         assert statuses == [200, 200, 200] and not srv.holding
         srv.reset_counters()
         assert srv.wait_for_requests(0, timeout=0)
+
+
+def test_fault_draws_follow_the_request_not_its_arrival_order() -> None:
+    # Concurrent clients send in a different order every run; a fault mix must still hit the
+    # same requests, or a test under it is a race (test_fault_run.py was, before this).
+    mix = {FaultKind.SERVER_ERROR: 0.5}
+    bodies = [{"model": "m", "messages": [{"role": "user", "content": f"q{i}"}]} for i in range(12)]
+
+    def statuses(order: list[int]) -> dict[int, list[int]]:
+        got: dict[int, list[int]] = {i: [] for i in order}
+        with FakeOpenAIServer(fault_rates=mix, seed=3) as srv:
+            for i in order:
+                for _ in range(2):  # a body's second arrival draws anew
+                    got[i].append(_post(srv, bodies[i])[0])
+        return got
+
+    forward = statuses(list(range(12)))
+    assert forward == statuses(list(reversed(range(12))))
+    assert {s for v in forward.values() for s in v} == {200, 500}

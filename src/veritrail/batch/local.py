@@ -187,7 +187,6 @@ class LocalExecutor:
                     on_result=on_result,
                     stop=stop,
                     max_parallel_claims=claims_sem,
-                    model=model,
                     claim_issues=st.claim_issues(),
                 )
             finally:

@@ -24,13 +24,14 @@ Usage::
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import socket
 import struct
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -244,7 +245,7 @@ class _Handler(BaseHTTPRequestHandler):
         if owner.latency > 0:
             time.sleep(owner.latency)
         fmt = (request.get("response_format") or {}).get("type")
-        fault = owner._next_fault()
+        fault = owner._next_fault(request)
         if fault is None and (
             (fmt == "json_schema" and not owner.supports_json_schema)
             or (fmt == "json_object" and not owner.supports_json_object)
@@ -393,7 +394,10 @@ class FakeOpenAIServer:
             with a seeded RNG (`{FaultKind.RATE_LIMIT: 0.15, Fault.rate_limit(0.05): ...}`: a
             `Fault` key carries its parameters, a `FaultKind` key uses the defaults). The
             rates must add up to at most 1.
-        seed: the seed of that RNG (draws follow request arrival order).
+        seed: the seed of those draws. A request's draw depends on the seed, the request body and
+            how many times that body was seen before, not on when it arrived: concurrent clients
+            get the same faults on the same requests in every run (a test under the fault mix is
+            then reproducible, not a race between its requests).
     """
 
     def __init__(
@@ -415,7 +419,8 @@ class FakeOpenAIServer:
             self._mix.append((key if isinstance(key, Fault) else Fault(key), float(rate)))
         if sum(r for _, r in self._mix) > 1.0 + 1e-9:
             raise ValueError("fault rates add up to more than 1")
-        self._rng = random.Random(seed)
+        self._seed = seed
+        self._seen: Counter[str] = Counter()
         self.latency = latency
         self.supports_json_schema = supports_json_schema
         self.supports_json_object = supports_json_object
@@ -580,13 +585,18 @@ class FakeOpenAIServer:
         with self._lock:
             self._stats.proxied += 1
 
-    def _next_fault(self) -> Fault | None:
+    def _next_fault(self, request: Mapping[str, Any]) -> Fault | None:
         with self._lock:
             if self._faults:
                 return self._faults.popleft()
             if not self._mix:
                 return None
-            r = self._rng.random()
+            body = json.dumps(request, sort_keys=True, default=str).encode("utf-8")
+            digest = hashlib.sha256(body).hexdigest()
+            n = self._seen[digest]
+            self._seen[digest] = n + 1
+            # A str seed is hashed deterministically by `random` (unlike hash() of a str).
+            r = random.Random(f"{self._seed}:{digest}:{n}").random()
             for fault, rate in self._mix:
                 if r < rate:
                     return fault
