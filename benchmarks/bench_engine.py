@@ -20,15 +20,15 @@ columns exclude the time spent inside the oracle's steps, which stand in for the
 Then: the engine CPU of each widening round of the unsupported claims (differences of the warm
 cost at q = 1, 2, 3), the extra cost of the first claim that builds the run's shared read plans,
 and all claims verified concurrently (60 and 4 × 60) with the peak RSS they add. The loaded DAG is
-moved out of the garbage collector's view (`gc.freeze()`) as `veritrail verify` does;
-`--no-gc-freeze` leaves it in.
+verified under the run's collector policy (`run/gcpolicy.engine_gc`: the loaded DAG frozen out of
+the collector's view, higher thresholds), as every verifying command does; `--no-gc-policy`
+leaves CPython's defaults.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import random
 import resource
 import statistics
@@ -46,6 +46,7 @@ from veritrail.method.oracle import Oracle
 from veritrail.method.plans import ReadPlans
 from veritrail.method.segment import SentenceIndex
 from veritrail.records import Claim, ClaimResult
+from veritrail.run.gcpolicy import engine_gc
 
 
 def _path_to_root(dag: Dag, rng: random.Random) -> list[str]:
@@ -154,16 +155,20 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--claims", type=int, default=60)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
+        "--no-gc-policy",
         "--no-gc-freeze",
+        dest="no_gc_policy",
         action="store_true",
-        help="leave the loaded DAG in the garbage collector's view (`veritrail verify` freezes it)",
+        help="CPython's collector defaults instead of the run's policy (run/gcpolicy.py)",
     )
     a = ap.parse_args(argv)
 
     t0 = time.perf_counter()
     dag = load_dag(a.dag)
-    if not a.no_gc_freeze:
-        gc.freeze()  # as `veritrail verify` does after loading (cli/verify.py)
+    if not a.no_gc_policy:
+        # As every verifying command does once the DAG is loaded (run/gcpolicy.py); held
+        # until the process ends.
+        engine_gc().__enter__()
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
         f"{a.dag}: {len(dag)} nodes, loaded in {time.perf_counter() - t0:.2f} s, peak RSS {rss0:.0f} MB"

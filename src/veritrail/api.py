@@ -156,7 +156,6 @@ async def _arun(
             out_path=_fs(out),
             html=_fs(html),
             config_file=find_config_file(_fs(config)),
-            freeze_gc=False,
             extra_inputs=extra_inputs,
         )
         reporter = make_progress(quiet=not progress, interval=job.settings.progress_interval)

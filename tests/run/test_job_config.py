@@ -59,7 +59,6 @@ def test_partial_and_final_report_carry_the_same_fitted_config(
         run_dir=tmp_path / "run",
         out_path=None,
         html=None,
-        freeze_gc=False,
     )
     state = RunState()
     progress = make_progress(quiet=True, interval=job.settings.progress_interval)

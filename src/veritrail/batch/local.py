@@ -25,6 +25,7 @@ from ..lm.base import EndpointError
 from ..method.loop import lm_steps, verify_claims
 from ..method.segment import SentenceIndex
 from ..records import ClaimResult
+from ..run.gcpolicy import engine_gc
 from .jobs import JobState, ModelSpec, oracle_steps
 from .progress import BatchEvents
 
@@ -195,7 +196,8 @@ class LocalExecutor:
 
         ticker = asyncio.create_task(events.reporter.ticker())
         try:
-            await asyncio.gather(*(job(st) for st in states))
+            with engine_gc():
+                await asyncio.gather(*(job(st) for st in states))
         finally:
             ticker.cancel()
             self.calls += sum(m.stats.requests for m in models)

@@ -270,8 +270,11 @@ class ShardWorker:
         done = object()
 
         async def engine() -> None:
+            from ..run.gcpolicy import engine_gc
+
             try:
-                await _verify_shard(spec, held, layer, items.put_nowait)
+                with engine_gc():  # per shard; concurrent shards share one entry count
+                    await _verify_shard(spec, held, layer, items.put_nowait)
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:  # noqa: BLE001 - reported to the driver below

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import html
-import json
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..redaction import redact_obj
+from ..report import indented_json
 from .jobs import JobOutcome
 
 SUMMARY_FORMAT = "veritrail-batch-summary"
@@ -72,7 +72,7 @@ def _write_atomic(path: Path, text: str) -> None:
 
 def write_summary(doc: Mapping[str, Any], path: Path) -> None:
     """Write `batch-summary.json` (atomically)."""
-    _write_atomic(path, json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
+    _write_atomic(path, indented_json(doc))
 
 
 def _pct(rate: float | None) -> str:

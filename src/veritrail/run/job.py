@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import gc
 import hashlib
 import json
 import os
@@ -191,15 +190,11 @@ def html_target(html: str | None, out: Path | None) -> Path | None:
     return Path(html)
 
 
-def load_job_dag(dag_path: str, *, freeze_gc: bool = True) -> Dag:
+def load_job_dag(dag_path: str) -> Dag:
     """Load and validate a DAG file (`JobInputError` naming every problem).
 
-    `freeze_gc`: the DAG lives for the whole run and holds no reference cycles; moving it out of
-    the cyclic garbage collector's view stops full collections from re-scanning its ~100,000
-    nodes at GraphRAG scale (30-50 ms a pause; before read plans were shared they were half of
-    the engine's CPU in wide rounds, now within noise: benchmarks/README.md §4). The CLI does it;
-    the Python API does not, since a long-lived process (a notebook) would keep everything
-    allocated so far out of collection.
+    The DAG is moved out of the collector's view while claims are verified (and back after) by
+    the run's collector policy, `gcpolicy.engine_gc`, for the CLI and the API alike.
     """
     try:
         dag = load_dag(dag_path)
@@ -207,8 +202,6 @@ def load_job_dag(dag_path: str, *, freeze_gc: bool = True) -> Dag:
         raise JobInputError(str(exc)) from None
     except OSError as exc:
         raise JobInputError(f"{dag_path}: {exc}") from None
-    if freeze_gc:
-        gc.freeze()
     return dag
 
 
@@ -357,7 +350,6 @@ def prepare_job(
     html: str | None,
     config_file: Path | None = None,
     create_dirs: bool = True,
-    freeze_gc: bool = True,
     extra_inputs: Sequence[tuple[str, str]] = (),
 ) -> Job:
     """Load and check the inputs and outputs of a run; raises `JobInputError` on bad input,
@@ -377,7 +369,7 @@ def prepare_job(
     check_outputs(out, html_path, inputs, create=create_dirs)
     dag_bytes: bytes | None = None
     if dag_path is not None:
-        the_dag = load_job_dag(dag_path, freeze_gc=freeze_gc)
+        the_dag = load_job_dag(dag_path)
         dag_sha = file_sha256(dag_path)
         name_for_dir = dag_path
     else:
@@ -434,7 +426,6 @@ def job_from_run_dir(
     out_path: str | None,
     html: str | None,
     overrides: Mapping[str, Any] | None = None,
-    freeze_gc: bool = True,
 ) -> Job:
     """Rebuild the job of an existing run directory (for `veritrail resume`).
 
@@ -489,7 +480,7 @@ def job_from_run_dir(
     # The report names the DAG as the original command did, so a resumed report equals an
     # uninterrupted one.
     return Job(
-        dag=load_job_dag(dag_path, freeze_gc=freeze_gc),
+        dag=load_job_dag(dag_path),
         dag_path=str(info.extra.get("dag_path_given") or dag_path),
         dag_sha256=dag_sha,
         claims=claims,
@@ -707,6 +698,7 @@ async def _verify_remaining(
     from ..method.loop import verify_claims
     from ..method.segment import SentenceIndex
     from ..records import SelectionIssue
+    from .gcpolicy import engine_gc
 
     endpoint = _endpoint(job, model)
 
@@ -723,20 +715,21 @@ async def _verify_remaining(
         fatal_cause()
 
     stored = store.info.extra.get("extraction_issues") or {}
-    await verify_claims(
-        job.dag,
-        store.remaining(),
-        steps,
-        config,
-        sentences=SentenceIndex(job.dag),
-        on_start=lambda c: progress.claim_started(c.id),
-        on_result=on_result,
-        stop=fatal_cause,
-        max_parallel_claims=job.settings.max_parallel_claims,
-        claim_issues={
-            cid: [SelectionIssue.from_json(i) for i in items] for cid, items in stored.items()
-        },
-    )
+    with engine_gc():
+        await verify_claims(
+            job.dag,
+            store.remaining(),
+            steps,
+            config,
+            sentences=SentenceIndex(job.dag),
+            on_start=lambda c: progress.claim_started(c.id),
+            on_result=on_result,
+            stop=fatal_cause,
+            max_parallel_claims=job.settings.max_parallel_claims,
+            claim_issues={
+                cid: [SelectionIssue.from_json(i) for i in items] for cid, items in stored.items()
+            },
+        )
 
 
 async def run_job(

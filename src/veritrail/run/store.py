@@ -32,7 +32,7 @@ from ..errors import InputProblem
 from ..method.claims import claim_from_json, claim_to_json
 from ..records import Claim, ClaimResult, Termination
 from ..redaction import known_secrets, redact_obj
-from ..report import atomic_write_text, claim_from_dict, claim_to_dict
+from ..report import atomic_write_text, claim_from_dict, claim_to_dict, indented_json
 
 if TYPE_CHECKING:
     from .settings import Settings
@@ -219,7 +219,7 @@ def default_run_dir(root: str | Path, dag_path: str | Path, fingerprint: str) ->
 def _write_json_atomic(path: Path, doc: Any) -> None:
     # The reports' atomic writer (a unique temporary name in the same directory, then
     # os.replace), plus an fsync of the directory so the rename itself is durable.
-    atomic_write_text(path, json.dumps(redact_obj(doc), ensure_ascii=False, indent=2) + "\n")
+    atomic_write_text(path, indented_json(redact_obj(doc)))
     _fsync_dir(path.parent)
 
 
