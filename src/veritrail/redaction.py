@@ -148,10 +148,19 @@ def redact_obj(value: Any) -> Any:
     stack = [value]
     while stack:
         v = stack.pop()
-        if isinstance(v, str):
+        t = type(v)  # exact types first: `isinstance` against the Mapping ABC is slow
+        if t is str:
+            strings.append(v)
+        elif t is dict:
+            stack.extend(v.values())  # keys are never redacted (nor rewritten by the walk)
+        elif t is list or t is tuple:
+            stack.extend(v)
+        elif t is int or t is float or t is bool or v is None:
+            continue
+        elif isinstance(v, str):
             strings.append(v)
         elif isinstance(v, Mapping):
-            stack.extend(v.values())  # keys are never redacted (nor rewritten by the walk)
+            stack.extend(v.values())
         elif isinstance(v, list | tuple):
             stack.extend(v)
     if not needs_redaction("\n".join(strings), secrets=secrets):

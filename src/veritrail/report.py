@@ -14,7 +14,7 @@ import os
 import tempfile
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,11 @@ def _step_cost(d: Mapping[str, Any]) -> StepCost:
         output_tokens=int(d.get("output_tokens", 0)),
         dollars=float(d.get("dollars", 0.0)),
     )
+
+
+_STEP_COST_FIELDS = tuple(f.name for f in fields(StepCost) if f.name != "cached_input_tokens")
+"""A step's cost in the report, in field order (`dataclasses.asdict` per step was half the
+time of building a report: it deep-copies)."""
 
 
 def claim_to_dict(r: ClaimResult) -> dict[str, Any]:
@@ -97,7 +102,7 @@ def claim_to_dict(r: ClaimResult) -> dict[str, Any]:
             "wall_seconds": round(r.cost.wall_seconds, 3),
             # cached_input_tokens stays out of report v1: it varies between identical runs.
             "per_step": {
-                k: {f: x for f, x in asdict(v).items() if f != "cached_input_tokens"}
+                k: {f: getattr(v, f) for f in _STEP_COST_FIELDS}
                 for k, v in sorted(r.cost.per_step.items())
             },
         },
