@@ -422,3 +422,25 @@ async def test_http_proxy_from_the_environment_is_used(
     await m.aclose()
     assert g.text == "via proxy"
     assert server.proxied == 1 and server.count == 1
+
+
+@pytest.mark.parametrize("client", ["aiohttp", "httpx"])
+async def test_a_budget_above_the_sdks_pool_size_reaches_the_server(
+    client: str, caps: CapabilityStore
+) -> None:
+    # The SDK's default pool holds 1,000 connections: a larger budget was silently capped there
+    # (seen in benchmarks/bench_batch.py: 1,000 in flight for a budget of 1,024). Every call is
+    # held at the server until all of them have arrived, so nothing here depends on timing.
+    n = 1_020
+    with FakeOpenAIServer() as srv:
+        srv.hold()
+        p = OpenAIProvider(
+            "gpt-4o", base_url=srv.base_url, api_key=SECRET, timeout=120, http_client=client
+        )
+        m = Model(p, retry=FAST_RETRY, capabilities=caps, concurrency=n)
+        calls = asyncio.gather(*(m.generate(ask(f"q{i}"), step="s") for i in range(n)))
+        arrived = await asyncio.to_thread(srv.wait_for_requests, n, 120)
+        srv.release()
+        await calls
+        await m.aclose()
+        assert arrived and srv.max_in_flight == n

@@ -188,16 +188,25 @@ def _strict_compatible(schema: Any) -> bool:
 
 
 def _http_client(kind: str | None, timeout: float) -> tuple[str, Any]:
-    """(transport name, the SDK http client to pass; None for the SDK's own httpx default)."""
+    """(transport name, the SDK http client to pass)."""
     if kind is not None and kind not in HTTP_CLIENTS:
         raise FatalError(
             f"unknown HTTP client {kind!r} (VERITRAIL_HTTP_CLIENT): use one of "
             + ", ".join(HTTP_CLIENTS)
         )
+    # No connection cap of our own: the `Model`'s concurrency limit is the one bound on calls in
+    # flight. The SDK's default pool (1,000 connections, 100 kept alive) silently capped a
+    # budget above 1,000 and, with httpx, reconnected for every call beyond 100 in flight.
+    try:  # the SDK's HTTP library: httpx2 since openai 3, httpx before
+        import httpx2 as httpx_lib
+    except ModuleNotFoundError:  # pragma: no cover - older SDKs
+        import httpx as httpx_lib  # type: ignore[no-redef]
+    # A number, not None: the SDK's aiohttp transport turns None into aiohttp's own default (100).
+    limits = httpx_lib.Limits(max_connections=100_000, max_keepalive_connections=None)
     if kind == "httpx":
-        return "httpx", None
+        return "httpx", openai.DefaultAsyncHttpxClient(timeout=timeout, limits=limits)
     try:
-        return "aiohttp", openai.DefaultAioHttpClient(timeout=timeout)
+        return "aiohttp", openai.DefaultAioHttpClient(timeout=timeout, limits=limits)
     except RuntimeError:  # the SDK's stand-in when the `aiohttp` extra is missing
         if kind == "aiohttp":
             raise FatalError(
