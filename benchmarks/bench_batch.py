@@ -394,15 +394,20 @@ def main(argv: list[str] | None = None) -> None:
     # Whether the client CPU was the bottleneck (the target's condition): each worker's busy
     # share of its core, and the ceiling the budget alone sets (Little's law: calls in flight /
     # latency), which the workers' CPU cannot beat.
+    cores = os.cpu_count() or 1
     for w in (1, 2):
         busy = statistics.median(
             x["worker_cpu_ms_per_call"] * x["calls_per_s"] / 1e3 / w for x in runs[w]
         )
+        machine = statistics.median(x["machine_cores_busy"] for x in runs[w])
+        # CPU-bound: the workers' loops are busy, or the machine has no core left for them.
+        bound = busy >= 0.9 or machine >= 0.9 * cores
         print(
-            f"  {w} worker{'s' if w > 1 else ' '}: each worker's event loop busy {busy:.0%} of "
-            f"its core; budget ceiling {a.concurrency / a.latency:.0f} calls/s "
-            f"({a.concurrency} in flight / {a.latency:g} s)"
-            + ("" if busy >= 0.85 else "  -> not CPU-bound: raise --concurrency")
+            f"  {w} worker{'s' if w > 1 else ' '}: each worker busy {busy:.0%} of a core, "
+            f"machine {machine:.2f} of {cores} cores busy; budget ceiling "
+            f"{a.concurrency / a.latency:.0f} calls/s ({a.concurrency} in flight / "
+            f"{a.latency:g} s) -> "
+            + ("CPU-bound" if bound else "NOT CPU-bound: raise --concurrency")
         )
     sys.stdout.flush()
 
