@@ -39,10 +39,12 @@ _T = TypeVar("_T")
 _R = TypeVar("_R")
 
 
-# The concise reply format's bounds (issue 19): a summary of a few sentences still carries what
-# the verdict step needs (who, what, which figure); the note on what is missing is one sentence.
-CONCISE_SUMMARY_CHARS = 400
-CONCISE_MISSING_CHARS = 160
+# The concise reply format's bounds (issue 19): a summary of a sentence or two still carries what
+# the verdict step needs (who, what, which figure); the note on what is missing is one short
+# sentence. Halved from 400/160 in session 5: the WiCE slice's verdicts and evidence figures were
+# unchanged and the quick start made ~120 fewer tokens (docs/evaluation.md, benchmarks/README.md).
+CONCISE_SUMMARY_CHARS = 200
+CONCISE_MISSING_CHARS = 100
 
 
 @functools.lru_cache(maxsize=512)

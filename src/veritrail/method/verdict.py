@@ -36,9 +36,9 @@ from .tokens import estimate_tokens
 if TYPE_CHECKING:
     from .context import RunContext
 
-# The concise reply format's bound on the reasoning (issue 19): two or three sentences, which is
-# what the report shows a reader; the verdict itself is not bounded.
-CONCISE_REASONING_CHARS = 400
+# The concise reply format's bound on the reasoning (issue 19): a sentence or two, which is what
+# the report shows a reader; the verdict itself is not bounded. (400 until session 5.)
+CONCISE_REASONING_CHARS = 200
 
 
 def _verdict_schema(concise: bool) -> dict[str, Any]:
