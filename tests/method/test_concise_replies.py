@@ -86,3 +86,14 @@ def test_schemas_are_shared_objects_per_format() -> None:
     # The model layer remembers per schema object whether strict mode accepts it.
     assert selection_schema(7, True) is selection_schema(7, True)
     assert selection_schema(7, True) is not selection_schema(7, False)
+
+
+def test_concise_id_lists_are_bounded_but_never_below_the_prompt() -> None:
+    from veritrail.method.evidence import CONCISE_MAX_IDS, selection_schema
+
+    for n in (1, 3, CONCISE_MAX_IDS, 40):
+        plain = selection_schema(n)["properties"]
+        short = selection_schema(n, concise=True)["properties"]
+        for key in ("selected_ids", "context_ids"):
+            assert plain[key]["maxItems"] == n  # remote models: the prompt's size
+            assert short[key]["maxItems"] == min(n, CONCISE_MAX_IDS)

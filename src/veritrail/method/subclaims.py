@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ..fencing import fence
+from ..fencing import fence, looks_like_fence_line, normalize_line_breaks
 from ..lm.model import Model
 from ..records import Claim, SelectionIssue, Step
 from .prompting import load_prompt
@@ -37,12 +37,34 @@ def _norm(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip().rstrip(".").lower()
 
 
+_FENCE_ECHO = re.compile(r"(<<<|>>>\s*end)\s*(statement|context)\b", re.IGNORECASE)
+
+
+def _unfenced(part: str) -> str:
+    """`part` without the fence lines a model copied from its prompt.
+
+    Small models echo the prompt's framing as parts: ``["<<< statement", "with Bill
+    McGlaughlin", ">>> end statement"]`` (12 of 66 decomposition replies of the embedded model on
+    the WiCE slice). A fence line is never part of a statement, so such lines are dropped, and
+    a part reduced to nothing is no part; left in, "<<< statement" became a sub-claim that every
+    verdict had to hold.
+    """
+    kept = []
+    for line in normalize_line_breaks(part).split("\n"):
+        # The markers of this prompt's fences ("statement", "context"), also when a whole
+        # statement was echoed on one line: "<<< statement of the program >>> end statement".
+        line = _FENCE_ECHO.sub(" ", line).strip()
+        if line and not looks_like_fence_line(line):
+            kept.append(line)
+    return " ".join(kept)
+
+
 def _parts(value: Any) -> list[str]:
     if isinstance(value, dict):
         value = value.get("parts")
     if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
         raise ValueError('expected {"parts": [strings]}')
-    return [p.strip() for p in value if p.strip()]
+    return [u for u in (_unfenced(p) for p in value) if u]
 
 
 async def decompose_text(model: Model, text: str, context: str = "") -> list[str]:
