@@ -36,8 +36,9 @@ Speed (issue 19; figures in benchmarks/README.md §"Embedded model"):
   The server reports the reused tokens (`usage.prompt_tokens_details.cached_tokens`), counted as
   `cached_input_tokens`.
 - **Threads**: `threads=` or `VERITRAIL_THREADS` when given; otherwise `auto_threads`: the cores
-  this process may run on (`os.sched_getaffinity`) less the 1-minute load average at start, at
-  least 1. llama.cpp's threads wait for each other at every layer, so one more thread than there
+  this process may run on (`os.sched_getaffinity`) less the load at start (the larger of the
+  1-minute load average and the threads runnable right now besides this one, which shows a busy
+  process the average has not caught up with yet), at least 1. llama.cpp's threads wait for each other at every layer, so one more thread than there
   are free cores stalls every call (issue 19 measured 80 s to 4 min 40 s per call with 2 threads
   beside one busy process). One warning says so when the machine is busy.
 
@@ -56,6 +57,7 @@ import secrets
 import signal
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,6 +118,44 @@ def load_average() -> float | None:
         return os.getloadavg()[0]
     except (AttributeError, OSError):
         return None
+
+
+def runnable_others(
+    read: Callable[[], str] | None = None, samples: int = 5, interval: float = 0.01
+) -> int | None:
+    """Threads other than this one running or waiting for a core right now, or None where
+    unknown: the runnable count of `/proc/loadavg` ("r" of its "r/t" field, which counts the
+    reader), less one, at its lowest over `samples` reads `interval` seconds apart (a process
+    that merely passes is not counted; a busy one is there in every read).
+
+    Why: the 1-minute load average lags. A busy process started 60 s earlier showed as 0.90 on
+    2 cores, so the embedded model took 2 threads beside it and the quick start took 202 s
+    (benchmarks/README.md, session 5).
+    """
+
+    def from_proc() -> str:
+        with open("/proc/loadavg", encoding="ascii") as f:
+            return f.read()
+
+    reader = read or from_proc
+    low: int | None = None
+    for i in range(max(1, samples)):
+        if i:
+            time.sleep(interval)
+        try:
+            running = int(reader().split()[3].split("/")[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        low = running if low is None else min(low, running)
+    return None if low is None else max(0, low - 1)
+
+
+def start_load() -> float | None:
+    """The load `auto_threads` reads at start: the larger of the 1-minute load average and the
+    threads runnable right now besides this one (`runnable_others`); None when neither is
+    known."""
+    known = [x for x in (load_average(), runnable_others()) if x is not None]
+    return float(max(known)) if known else None
 
 
 def auto_threads(cores: int, load: float | None) -> tuple[int, bool]:
@@ -424,7 +464,7 @@ class LocalProvider:
             self.threads = given
         else:
             # Read once, here: the load a moment later includes our own start-up.
-            self.load = load_average()
+            self.load = start_load()
             self.threads, self.busy = auto_threads(self.cores, self.load)
         self.n_ctx = n_ctx or _env_int("VERITRAIL_CTX", DEFAULT_CTX)
         """Context window of one call (one slot)."""
