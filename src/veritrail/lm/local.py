@@ -36,10 +36,11 @@ Speed (issue 19; figures in benchmarks/README.md §"Embedded model"):
   The server reports the reused tokens (`usage.prompt_tokens_details.cached_tokens`), counted as
   `cached_input_tokens`.
 - **Threads**: `threads=` or `VERITRAIL_THREADS` when given; otherwise `auto_threads`: the cores
-  this process may run on (`os.sched_getaffinity`) less the load at start (the larger of the
-  1-minute load average and the threads runnable right now besides this one, which shows a busy
-  process the average has not caught up with yet), at least 1. llama.cpp's threads wait for each other at every layer, so one more thread than there
-  are free cores stalls every call (issue 19 measured 80 s to 4 min 40 s per call with 2 threads
+  this process may run on (`os.sched_getaffinity`) less the load at start (`start_load`: the
+  larger of the 1-minute load average and the threads runnable right now besides this one,
+  which shows a busy process the average has not caught up with yet), at least 1. llama.cpp's
+  threads wait for each other at every layer, so one more thread than there are free cores
+  stalls every call (issue 19 measured 80 s to 4 min 40 s per call with 2 threads
   beside one busy process). One warning says so when the machine is busy.
 
 Context: `n_ctx=` or `VERITRAIL_CTX` (default 8192) per slot.

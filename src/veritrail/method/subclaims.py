@@ -37,7 +37,10 @@ def _norm(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip().rstrip(".").lower()
 
 
-_FENCE_ECHO = re.compile(r"(<<<|>>>\s*end)\s*(statement|context)\b", re.IGNORECASE)
+# The labels of the decomposition prompt's fences (`decompose_text_parts`), whose marker lines
+# a small model may echo back as parts (`_unfenced`).
+_STATEMENT, _CONTEXT = "statement", "context"
+_FENCE_ECHO = re.compile(rf"(<<<|>>>\s*end)\s*({_STATEMENT}|{_CONTEXT})\b", re.IGNORECASE)
 
 
 def _unfenced(part: str) -> str:
@@ -51,8 +54,8 @@ def _unfenced(part: str) -> str:
     """
     kept = []
     for line in normalize_line_breaks(part).split("\n"):
-        # The markers of this prompt's fences ("statement", "context"), also when a whole
-        # statement was echoed on one line: "<<< statement of the program >>> end statement".
+        # The markers of this prompt's fences, also when a whole statement was echoed on one
+        # line: "<<< statement of the program >>> end statement".
         line = _FENCE_ECHO.sub(" ", line).strip()
         if line and not looks_like_fence_line(line):
             kept.append(line)
@@ -79,11 +82,11 @@ async def decompose_text_parts(model: Model, text: str, context: str = "") -> De
     """`decompose_text`, with the unreadable replies met before a readable one."""
     prompt = load_prompt("decompose")
     block = (
-        f"Context (for resolving references only):\n{fence(context, 'context')}\n\n"
+        f"Context (for resolving references only):\n{fence(context, _CONTEXT)}\n\n"
         if context.strip()
         else ""
     )
-    messages = prompt.render(context_block=block, statement=fence(text, "statement"))
+    messages = prompt.render(context_block=block, statement=fence(text, _STATEMENT))
     res = await model.generate_json(
         messages, schema=_DECOMPOSE_SCHEMA, step=Step.DECOMPOSITION, validate=_parts
     )
