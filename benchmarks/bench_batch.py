@@ -121,6 +121,8 @@ class FastServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self.service: list[float] = []
+        self.first_request = 0.0  # wall clock (time.time) of the first request received
+        self.last_reply = 0.0  # and of the last reply sent
 
     def encoded(self, content: str) -> bytes:
         """The whole HTTP response for one reply content (built once per distinct content)."""
@@ -155,6 +157,8 @@ class FastServer:
     def request(self, conn: _FastHTTP, post: bool, body: bytes) -> None:
         t0 = time.perf_counter()
         self.count += 1
+        if self.count == 1:
+            self.first_request = time.time()
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         content = step_reply(json.loads(body)) if post and body else "unexpected request"
@@ -163,6 +167,7 @@ class FastServer:
         def answer() -> None:
             self.in_flight -= 1
             self.service.append(time.perf_counter() - t0)
+            self.last_reply = time.time()
             conn.send(reply)
 
         asyncio.get_running_loop().call_later(self.latency, answer)
@@ -175,12 +180,15 @@ class FastServer:
             "max_in_flight": self.max_in_flight,
             "service_mean_ms": statistics.fmean(times) * 1e3,
             "service_p95_ms": times[int(len(times) * 0.95)] * 1e3,
+            "first_request": self.first_request,
+            "last_reply": self.last_reply,
         }
 
     def reset(self) -> None:
         """Zero the counters."""
         self.count = self.max_in_flight = 0
         self.service = []
+        self.first_request = self.last_reply = 0.0
 
 
 def serve_fast(latency: float) -> None:
@@ -288,6 +296,7 @@ def one_run(
     r0 = REPORT_CPU[0]
     c0 = time.process_time()
     t0 = time.perf_counter()
+    start = time.time()
     res = run_batch(
         jobs,
         ex,
@@ -296,6 +305,7 @@ def one_run(
         concurrency=a.concurrency,
     )
     wall = time.perf_counter() - t0
+    end = time.time()
     driver_cpu = time.process_time() - c0
     report_cpu = REPORT_CPU[0] - r0
     server_cpu = proc_cpu(srv.proc.pid) - s0
@@ -315,6 +325,11 @@ def one_run(
         "server_cpu_ms_per_call": server_cpu / calls * 1e3,
         "max_in_flight": st["max_in_flight"],
         "service_mean_ms": st["service_mean_ms"],
+        # Seconds from the batch's start to the server's first request (the worker builds its
+        # first budget of requests before any leaves), and from the last reply to the batch's
+        # end (the driver's tail: the reports, built once every claim of a job is in).
+        "head": st["first_request"] - start if st.get("first_request") else float("nan"),
+        "tail": end - st["last_reply"] if st.get("last_reply") else float("nan"),
         # Cores busy on the whole machine during the run, and how many of them were this
         # benchmark's (workers + driver + server); the rest is other work on a shared machine.
         "machine_cores_busy": busy / wall,
@@ -385,7 +400,8 @@ def main(argv: list[str] | None = None) -> None:
                 f"(driver {x['driver_cpu_ms_per_call']:.3f} of which reports "
                 f"{x['report_cpu_ms_per_call']:.3f}, fake server "
                 f"{x['server_cpu_ms_per_call']:.2f}); server max in flight {x['max_in_flight']}, "
-                f"service mean {x['service_mean_ms']:.0f} ms; cores busy "
+                f"service mean {x['service_mean_ms']:.0f} ms; head {x['head']:.2f} s, "
+                f"tail {x['tail']:.2f} s; cores busy "
                 f"{x['machine_cores_busy']:.2f} (this benchmark {x['bench_cores']:.2f})"
             )
     one = statistics.median(x["calls_per_s"] for x in runs[1])
