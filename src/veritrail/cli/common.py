@@ -223,6 +223,14 @@ RUN_OPTIONS: list[Callable[[Any], Any]] = [
         f"{default_text('sample_temperature')}, a file/environment setting)",
     ),
     _setting("--threshold", help="Soft prediction: votes needed"),
+    _setting(
+        "--term-check/--no-term-check",
+        "term_check",
+        help="The key-term check: a Fully Supported verdict on a claim naming a number or name "
+        "that no source contains becomes Not Fully Supported (docs/method.md)",
+        default="on for the embedded local/ models, else none",
+        type=bool,
+    ),
 ]
 """The options every command that verifies takes after its own (`verify`, `check`): outputs,
 run directory and every setting. One list, so a new option reaches both commands; options that

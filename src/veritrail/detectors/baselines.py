@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 from ..dag import Dag
 from ..lm.model import Model, claim_scope
 from ..method.config import VerifyConfig
+from ..method.keyterms import SourceVocabulary, vocabulary_for
+from ..method.keyterms import enabled as keyterms_enabled
 from ..method.segment import SentenceIndex
 from ..method.steps import VerdictInput
 from ..method.tokens import estimate_tokens
@@ -74,14 +76,22 @@ class _VerdictBaseline:
         *,
         samples: int = _DEFAULT.samples,
         threshold: int = _DEFAULT.threshold,
+        term_check: bool | None = _DEFAULT.term_check,
     ) -> None:
         self.name = name
         self.model = model
-        self.config = VerifyConfig(samples=samples, threshold=threshold)
+        self.config = VerifyConfig(samples=samples, threshold=threshold, term_check=term_check)
 
     def choose(self, dag: Dag, claim: Claim) -> tuple[list[str], dict[str, Any]]:
         """Root node ids to show the verdict step, and details for the record."""
         raise NotImplementedError
+
+    def _term_vocabulary(self, dag: Dag) -> SourceVocabulary | None:
+        # The same key-term check as VeriTrail's verdict step, under the same rule (on for the
+        # embedded models), so a comparison with the same model compares the evidence.
+        if keyterms_enabled(self.config.term_check, self.model):
+            return vocabulary_for(dag)
+        return None
 
     async def detect(
         self,
@@ -113,7 +123,12 @@ class _VerdictBaseline:
             else:
                 try:
                     outcome, score = await judge_with_samples(
-                        LMVerdictGenerator(self.model), claim, (), inputs, self.config
+                        LMVerdictGenerator(self.model),
+                        claim,
+                        (),
+                        inputs,
+                        self.config,
+                        sources=self._term_vocabulary(dag),
                     )
                     verdict, error, native = outcome.verdict, outcome.error, outcome
                 except Exception as exc:  # noqa: BLE001 - one claim's failure is recorded, not raised

@@ -3,10 +3,14 @@
 A spec is ``kind[:key=value[,key=value...]]``; `build_method` looks the kind up among the
 registered factories and returns a `Detector` (`detectors.base`). Shipped kinds:
 
-* ``veritrail`` (``q=``, ``evidence=``) — `detectors.veritrail.VeriTrailDetector` with the LM steps;
+* ``veritrail`` (``q=``, ``evidence=``, ``term_check=``) — `detectors.veritrail.VeriTrailDetector`
+  with the LM steps;
 * ``oracle`` (``q=``) — `detectors.veritrail.OracleDetector`, the loop replaying the gold labels;
-* ``rag`` (``k=15``, ``embedder=``) — `detectors.baselines.RagDetector`;
-* ``direct`` (``budget=``, ``seed=``) — `detectors.baselines.DirectDetector`;
+* ``rag`` (``k=15``, ``embedder=``, ``term_check=``) — `detectors.baselines.RagDetector`;
+* ``direct`` (``budget=``, ``seed=``, ``term_check=``) — `detectors.baselines.DirectDetector`;
+
+``term_check=on|off`` turns the key-term check (`method.keyterms`) on or off for that method; without
+it the model decides (on for the embedded models), the same rule for the three methods.
 * ``g2l`` — `detectors.g2l.G2LDetector` against the root nodes;
 * ``nli`` (``model=PATH``, ``chunk=350``, ``threshold=0.5``, ``batch=8``) —
   `detectors.baselines.NLIChunkDetector`;
@@ -93,6 +97,22 @@ def _int(spec: MethodSpec, key: str, default: int | None) -> int | None:
     return default if v is None else int(v)
 
 
+_ON = frozenset({"on", "true", "yes", "1"})
+_OFF = frozenset({"off", "false", "no", "0"})
+
+
+def _term_check_option(spec: MethodSpec) -> tuple[bool | None, str]:
+    """The ``term_check=`` option (None: not given) and the label suffix that names it."""
+    v = spec.get("term_check")
+    if v is None:
+        return None, ""
+    if v.lower() in _ON:
+        return True, ", term check on"
+    if v.lower() in _OFF:
+        return False, ", term check off"
+    raise ValueError(f"method option term_check={v!r}: use on or off")
+
+
 def _veritrail(spec: MethodSpec, ctx: BuildContext) -> Detector:
     from ..method.loop import lm_steps
     from .veritrail import VeriTrailDetector
@@ -104,7 +124,10 @@ def _veritrail(spec: MethodSpec, ctx: BuildContext) -> Detector:
     if ev is not None:
         cfg = replace(cfg, evidence_sentences_root=int(ev), evidence_sentences_nonroot=int(ev))
     suffix = f", {ev} sent./prompt" if ev else ""
-    return VeriTrailDetector(f"VeriTrail q={q}{suffix}", lm_steps(model), cfg)
+    term_check, kt_label = _term_check_option(spec)
+    if term_check is not None:
+        cfg = replace(cfg, term_check=term_check)
+    return VeriTrailDetector(f"VeriTrail q={q}{suffix}{kt_label}", lm_steps(model), cfg)
 
 
 def _oracle(spec: MethodSpec, ctx: BuildContext) -> Detector:
@@ -124,8 +147,15 @@ def _rag(spec: MethodSpec, ctx: BuildContext) -> Detector:
     emb_name = spec.get("embedder", ctx.default_embedder) or ctx.default_embedder
     embedder = (ctx.embedder or get_embedder)(emb_name)
     label = f"RAG k={k}" + ("" if emb_name == ctx.default_embedder else f" ({embedder.name})")
+    term_check, kt_label = _term_check_option(spec)
     return RagDetector(
-        label, _need_model(spec, ctx), embedder, k=k, samples=ctx.samples, threshold=ctx.threshold
+        label + kt_label,
+        _need_model(spec, ctx),
+        embedder,
+        k=k,
+        samples=ctx.samples,
+        threshold=ctx.threshold,
+        term_check=term_check,
     )
 
 
@@ -134,13 +164,15 @@ def _direct(spec: MethodSpec, ctx: BuildContext) -> Detector:
 
     budget = _int(spec, "budget", ctx.token_budget)
     label = "Direct" + (f" (≤{budget} tok)" if budget else "")
+    term_check, kt_label = _term_check_option(spec)
     return DirectDetector(
-        label,
+        label + kt_label,
         _need_model(spec, ctx),
         token_budget=budget,
         seed=_int(spec, "seed", ctx.seed) or 0,
         samples=ctx.samples,
         threshold=ctx.threshold,
+        term_check=term_check,
     )
 
 

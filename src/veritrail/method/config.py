@@ -26,6 +26,10 @@ class VerifyConfig:
     threshold: int = 1
     """Soft prediction: votes needed for a sentence to count as evidence / a verdict to win."""
     sample_temperature: float = 0.2
+    term_check: bool | None = None
+    """The key-term check (`method.keyterms`, not in the paper): a Fully Supported verdict on a
+    claim that names a number or a capitalised term no source document contains becomes Not Fully
+    Supported. None: as the judge's model asks (on for the embedded `local/` models only)."""
 
     def __post_init__(self) -> None:
         if self.q < 1:

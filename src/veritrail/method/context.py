@@ -17,6 +17,8 @@ from ..dag import Dag
 from ..lm.model import Model
 from ..records import StepCost
 from .config import VerifyConfig
+from .keyterms import SourceVocabulary, vocabulary_for
+from .keyterms import enabled as keyterms_enabled
 from .plans import ReadPlans
 from .segment import SentenceIndex
 from .steps import Steps
@@ -35,6 +37,8 @@ class RunContext:
     models: tuple[Model, ...] = ()
     """The models whose usage ledgers hold the run's costs (and whose fatal endpoint error stops
     the run): `Steps.ledger_models()` unless the caller named one."""
+    term_vocabulary: SourceVocabulary | None = None
+    """The sources' vocabulary when the key-term check runs (`method.keyterms`), else None."""
 
     @classmethod
     def create(
@@ -60,7 +64,9 @@ class RunContext:
                 stacklevel=4,
             )
         models = (model,) if model is not None else steps.ledger_models()
-        return cls(dag, index, steps, config, ReadPlans(dag, index, config), models)
+        judge_model = getattr(steps.judge, "model", None)
+        vocab = vocabulary_for(dag) if keyterms_enabled(config.term_check, judge_model) else None
+        return cls(dag, index, steps, config, ReadPlans(dag, index, config), models, vocab)
 
     def claim_cost(self, claim_id: str) -> dict[str, StepCost]:
         """Cost per step of one claim, summed over the run's models (empty for steps without a

@@ -20,6 +20,7 @@ from ..fencing import fence
 from ..records import Claim, SelectionIssue, SentenceRef, Step, Summary, Verdict
 from .config import VerifyConfig
 from .evidence import RoundEvidence, batch_items, select_over
+from .keyterms import SourceVocabulary, check_outcome
 from .prompting import load_prompt
 from .segment import SentenceIndex, split_sentences
 from .steps import (
@@ -194,13 +195,29 @@ async def judge_with_samples(
     subclaims: Sequence[str],
     inputs: Sequence[VerdictInput],
     config: VerifyConfig,
+    *,
+    sources: SourceVocabulary | None = None,
 ) -> tuple[VerdictOutcome, float | None]:
     """One verdict (hard mode) or a vote over `config.samples` verdicts (soft mode, SPEC §4.6).
 
     Soft mode: the label given by at least `threshold` samples wins (the most frequent if several);
     no winner or a tie between winners gives Inconclusive. Returns the share of Fully Supported
-    samples as the score.
+    samples as the score. With `sources` (the key-term check is on), a Fully Supported result on a
+    claim naming terms absent from them becomes Not Fully Supported (`keyterms.check_outcome`).
     """
+    outcome, score = await _vote(judge, claim, subclaims, inputs, config)
+    if sources is not None and outcome.error is None:
+        return check_outcome(outcome, score, claim.text, sources)
+    return outcome, score
+
+
+async def _vote(
+    judge: VerdictGenerator,
+    claim: Claim,
+    subclaims: Sequence[str],
+    inputs: Sequence[VerdictInput],
+    config: VerifyConfig,
+) -> tuple[VerdictOutcome, float | None]:
     outs = await asyncio.gather(
         *(judge.judge(claim, subclaims, inputs, sample=k) for k in range(config.samples))
     )
@@ -311,6 +328,8 @@ async def decide_round(
             Verdict.NOT_FULLY_SUPPORTED, "No evidence fits the verdict size limit."
         )
         return RoundVerdict(too_large, False, None, evidence, summaries, with_ev, reruns, truncated)
-    outcome, score = await judge_with_samples(ctx.steps.judge, claim, subclaims, inputs, config)
+    outcome, score = await judge_with_samples(
+        ctx.steps.judge, claim, subclaims, inputs, config, sources=ctx.term_vocabulary
+    )
     issues.extend(unreadable_issues(Step.VERDICT, outcome.unreadable))
     return RoundVerdict(outcome, True, score, evidence, summaries, with_ev, reruns, truncated)

@@ -107,6 +107,8 @@ class Settings:
     samples: int = _METHOD.samples
     threshold: int = _METHOD.threshold
     sample_temperature: float = _METHOD.sample_temperature
+    term_check: bool | None = _METHOD.term_check
+    """The key-term check (`VerifyConfig.term_check`); None: on for the embedded models only."""
     max_reasks: int = DEFAULT_MAX_REASKS
     """Re-asks per structured call after an unreadable reply (`get_model(max_reasks=...)`).
     Not part of the run fingerprint: raising it to rescue errored claims reuses the run."""
@@ -140,6 +142,7 @@ class Settings:
             samples=self.samples,
             threshold=self.threshold,
             sample_temperature=self.sample_temperature,
+            term_check=self.term_check,
         )
 
     def to_dict(self) -> dict[str, Any]:

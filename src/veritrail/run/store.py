@@ -182,6 +182,10 @@ def result_config(settings: Settings, oracle_path: str | None) -> dict[str, Any]
 
     d = settings.to_dict()
     out = {k: d[k] for k in RESULT_SETTINGS if k in d}
+    # The key-term check (`method.keyterms`) only when set: left unset, the model decides (the
+    # model is in the fingerprint), and the config part stays what it was before the setting.
+    if out.get("term_check") is None:
+        out.pop("term_check", None)
     if oracle_path is not None:
         out["oracle_sha256"] = file_sha256(oracle_path)
     if settings.prompt_dir:
