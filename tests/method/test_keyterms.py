@@ -20,10 +20,10 @@ from veritrail.lm.base import Message
 from veritrail.method.context import RunContext
 from veritrail.method.keyterms import (
     SourceVocabulary,
+    VocabularyCache,
     check_outcome,
     enabled,
     key_terms,
-    vocabulary_for,
 )
 from veritrail.method.loop import lm_steps, verify_claims
 from veritrail.method.oracle import Oracle
@@ -99,12 +99,16 @@ def test_the_check_never_makes_a_claim_fully_supported(claim: str, verdict: Verd
         assert out.verdict is verdict
 
 
-def test_the_vocabulary_is_the_roots_only_and_cached_per_dag() -> None:
+def test_the_vocabulary_is_the_roots_only_and_cached_per_dag_by_its_holder() -> None:
     dag = _dag()
-    vocab = vocabulary_for(dag)
-    assert vocabulary_for(dag) is vocab
+    cache = VocabularyCache(size=1)
+    vocab = cache.get(dag)
+    assert cache.get(dag) is vocab
     assert "ghost" in vocab.words and "visited" in vocab.words  # from the root
-    assert "ghosts" not in vocab.words and "ghost" not in SourceVocabulary.of_texts(["x"]).words
+    assert "ghosts" not in vocab.words  # "ghosts" is only in the summary node
+    other = _dag()
+    assert cache.get(other) is not vocab and cache.get(other).words == vocab.words
+    assert cache.get(dag) is not vocab  # size 1: the first entry was dropped
 
 
 def _oracle(claim: str) -> Oracle:
@@ -155,7 +159,7 @@ def test_the_model_decides_when_the_setting_is_left_unset() -> None:
     assert not enabled(False, embedded) and enabled(True, remote)
     dag = _dag()
     on = RunContext.create(dag, lm_steps(embedded), VerifyConfig())
-    assert on.term_vocabulary is vocabulary_for(dag)
+    assert on.term_vocabulary == SourceVocabulary.of_dag(dag)
     assert RunContext.create(dag, lm_steps(remote), VerifyConfig()).term_vocabulary is None
     assert (
         RunContext.create(dag, lm_steps(embedded), VerifyConfig(term_check=False)).term_vocabulary

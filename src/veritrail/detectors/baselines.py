@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from ..dag import Dag
 from ..lm.model import Model, claim_scope
 from ..method.config import VerifyConfig
-from ..method.keyterms import SourceVocabulary, vocabulary_for
+from ..method.keyterms import SourceVocabulary, VocabularyCache
 from ..method.keyterms import enabled as keyterms_enabled
 from ..method.segment import SentenceIndex
 from ..method.steps import VerdictInput
@@ -81,6 +81,7 @@ class _VerdictBaseline:
         self.name = name
         self.model = model
         self.config = VerifyConfig(samples=samples, threshold=threshold, term_check=term_check)
+        self._vocabularies = VocabularyCache()
 
     def choose(self, dag: Dag, claim: Claim) -> tuple[list[str], dict[str, Any]]:
         """Root node ids to show the verdict step, and details for the record."""
@@ -90,7 +91,7 @@ class _VerdictBaseline:
         # The same key-term check as VeriTrail's verdict step, under the same rule (on for the
         # embedded models), so a comparison with the same model compares the evidence.
         if keyterms_enabled(self.config.term_check, self.model):
-            return vocabulary_for(dag)
+            return self._vocabularies.get(dag)
         return None
 
     async def detect(

@@ -17,7 +17,7 @@ from ..dag import Dag
 from ..lm.model import Model
 from ..records import StepCost
 from .config import VerifyConfig
-from .keyterms import SourceVocabulary, vocabulary_for
+from .keyterms import SourceVocabulary
 from .keyterms import enabled as keyterms_enabled
 from .plans import ReadPlans
 from .segment import SentenceIndex
@@ -65,7 +65,10 @@ class RunContext:
             )
         models = (model,) if model is not None else steps.ledger_models()
         judge_model = getattr(steps.judge, "model", None)
-        vocab = vocabulary_for(dag) if keyterms_enabled(config.term_check, judge_model) else None
+        # Once per run, like the sentence index (a batch's shards and an evaluation's claims are
+        # runs of their own; the roots are read once each).
+        on = keyterms_enabled(config.term_check, judge_model)
+        vocab = SourceVocabulary.of_dag(dag) if on else None
         return cls(dag, index, steps, config, ReadPlans(dag, index, config), models, vocab)
 
     def claim_cost(self, claim_id: str) -> dict[str, StepCost]:

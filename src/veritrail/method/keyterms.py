@@ -84,20 +84,25 @@ class SourceVocabulary:
         return tuple(t for t in key_terms(claim_text) if _norm(t) not in self.words)
 
 
-_CACHE: dict[int, tuple[Dag, SourceVocabulary]] = {}
+class VocabularyCache:
+    """`SourceVocabulary.of_dag` for the last few DAGs one holder (a baseline detector) meets:
+    an evaluation asks for the same DAG once per claim. Keyed by identity; the entry holds the
+    DAG, so its id cannot be reused while it is cached. Kept by its holder, not in this module:
+    nothing of a run lives in module state."""
 
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self._entries: dict[int, tuple[Dag, SourceVocabulary]] = {}
 
-def vocabulary_for(dag: Dag) -> SourceVocabulary:
-    """`SourceVocabulary.of_dag(dag)`, kept for the last few DAGs (an evaluation's methods and a
-    batch's shards ask for the same DAG many times). Keyed by identity; the entry holds the DAG,
-    so its id cannot be reused while it is cached."""
-    got = _CACHE.get(id(dag))
-    if got is None or got[0] is not dag:
-        got = (dag, SourceVocabulary.of_dag(dag))
-        if len(_CACHE) >= 8:
-            _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[id(dag)] = got
-    return got[1]
+    def get(self, dag: Dag) -> SourceVocabulary:
+        """The vocabulary of `dag`'s roots."""
+        got = self._entries.get(id(dag))
+        if got is None or got[0] is not dag:
+            got = (dag, SourceVocabulary.of_dag(dag))
+            if len(self._entries) >= self.size:
+                self._entries.pop(next(iter(self._entries)))
+            self._entries[id(dag)] = got
+        return got[1]
 
 
 def enabled(setting: bool | None, model: Any) -> bool:
