@@ -52,24 +52,32 @@ CONCISE_MAX_IDS = 8
 
 
 @functools.lru_cache(maxsize=512)
-def selection_schema(n_sentences: int, concise: bool = False) -> dict[str, Any]:
+def selection_schema(
+    n_sentences: int, concise: bool = False, roots_only: bool = False
+) -> dict[str, Any]:
     """The reply schema for a prompt of `n_sentences` sentences (one shared object per size:
     the model layer remembers per schema object whether strict mode accepts it; do not mutate).
 
     `maxItems` bounds the id lists by the prompt's size (a range counts as one item, so the bound
     never excludes a correct reply); grammar-constrained local models otherwise tend to list ids
     until they hit their token cap. `concise` bounds the free-text fields (`steps.text_field`)
-    and each id list to `CONCISE_MAX_IDS` items.
+    and each id list to `CONCISE_MAX_IDS` items. `concise` with `roots_only` (a prompt of source
+    documents only) bounds the summary and the missing note to empty strings: the verdict reads a
+    root in full and never its summary (SPEC §4.3), so on a small local model those tokens are
+    time spent on nothing. The reply keeps its shape, and the ids come first in it, so the
+    selection itself is the same as with the full format.
     """
     bound = min(n_sentences, CONCISE_MAX_IDS) if concise else n_sentences
+    summary_chars = 0 if concise and roots_only else CONCISE_SUMMARY_CHARS if concise else None
+    missing_chars = 0 if concise and roots_only else CONCISE_MISSING_CHARS if concise else None
     ids = {"type": "array", "items": {"type": ["integer", "string"]}, "maxItems": bound}
     return {
         "type": "object",
         "properties": {
             "selected_ids": ids,
             "context_ids": ids,
-            "summary": text_field(CONCISE_SUMMARY_CHARS if concise else None),
-            "missing": text_field(CONCISE_MISSING_CHARS if concise else None),
+            "summary": text_field(summary_chars),
+            "missing": text_field(missing_chars),
         },
         "required": ["selected_ids", "context_ids", "summary", "missing"],
         "additionalProperties": False,
@@ -238,7 +246,9 @@ class LMEvidenceSelector(LMStep):
         cfg = self.sample_config(sample)
         res = await self.model.generate_json(
             messages,
-            schema=selection_schema(batch.size, self.concise),
+            schema=selection_schema(
+                batch.size, self.concise, all(e.is_root for e in batch.excerpts)
+            ),
             step=Step.EVIDENCE_SELECTION,
             validate=_selection,
             config=cfg,
