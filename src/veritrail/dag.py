@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from . import errors
 from .textio import (
@@ -735,3 +735,28 @@ def dag_schema() -> dict[str, Any]:
         files("veritrail").joinpath("schemas/dag.schema.json").read_text("utf-8")
     )
     return doc
+
+
+T = TypeVar("T")
+
+
+class PerDag(Generic[T]):
+    """Something computed from a DAG, kept for the last `size` DAGs its holder met (a detector
+    in an evaluation meets the same DAG once per claim, or per item sharing one DAG file).
+
+    Keyed by identity; an entry holds its DAG, so the id cannot be reused while it is cached.
+    Oldest entry out first. Held by its user, never module state.
+    """
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self._entries: dict[int, tuple[Dag, T]] = {}
+
+    def get(self, dag: Dag, make: Callable[[Dag], T]) -> T:
+        """The value for `dag`, made by `make(dag)` the first time."""
+        got = self._entries.get(id(dag))
+        if got is None or got[0] is not dag:
+            if len(self._entries) >= self.size:
+                self._entries.pop(next(iter(self._entries)))
+            got = self._entries[id(dag)] = (dag, make(dag))
+        return got[1]

@@ -28,7 +28,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..dag import Dag
+from ..dag import Dag, PerDag
 from ..lm.model import Model, claim_scope
 from ..method.config import VerifyConfig
 from ..method.keyterms import SourceVocabulary, VocabularyCache
@@ -168,18 +168,15 @@ class RagDetector(_VerdictBaseline):
         super().__init__(name, model, **kw)
         self.embedder = embedder
         self.k = k
-        # Keyed by DAG identity; the entry holds the DAG itself so its id cannot be reused.
-        self._cache: dict[int, tuple[Dag, list[str], Any]] = {}
+        # A few items run concurrently; older ones are done.
+        self._matrices: PerDag[tuple[list[str], Any]] = PerDag()
 
     def _root_matrix(self, dag: Dag) -> tuple[list[str], Any]:
-        got = self._cache.get(id(dag))
-        if got is None or got[0] is not dag:
-            roots = root_ids(dag)
-            got = (dag, roots, self.embedder.embed([dag.node(r).text for r in roots]))
-            if len(self._cache) >= 8:  # a few items run concurrently; older ones are done
-                self._cache.pop(next(iter(self._cache)))
-            self._cache[id(dag)] = got
-        return got[1], got[2]
+        def embed(d: Dag) -> tuple[list[str], Any]:
+            roots = root_ids(d)
+            return roots, self.embedder.embed([d.node(r).text for r in roots])
+
+        return self._matrices.get(dag, embed)
 
     def choose(self, dag: Dag, claim: Claim) -> tuple[list[str], dict[str, Any]]:
         roots, matrix = self._root_matrix(dag)
@@ -239,27 +236,25 @@ class NLIChunkDetector:
         self.model = model  # a `veritrail.detectors.nli.NLIModel`
         self.chunk_tokens = chunk_tokens
         self.threshold = threshold
-        # Chunks per DAG (several items may share one DAG file); the entry keeps the DAG alive.
-        self._cache: dict[int, tuple[Dag, list[tuple[str, list[int]]], list[str]]] = {}
+        # Chunks per DAG (several items may share one DAG file).
+        self._chunk_cache: PerDag[tuple[list[tuple[str, list[int]]], list[str]]] = PerDag()
 
     def _chunks(
         self, dag: Dag, sentences: SentenceIndex
     ) -> tuple[list[tuple[str, list[int]]], list[str]]:
         from .nli import chunk_sentences
 
-        got = self._cache.get(id(dag))
-        if got is None or got[0] is not dag:
+        def chunk(d: Dag) -> tuple[list[tuple[str, list[int]]], list[str]]:
             keys: list[tuple[str, list[int]]] = []
             texts: list[str] = []
-            for nid in root_ids(dag):
+            for nid in root_ids(d):
                 sents = sentences.sentences(nid)
                 for group in chunk_sentences(sents, self.chunk_tokens):
                     keys.append((nid, group))
                     texts.append(" ".join(sents[i] for i in group))
-            if len(self._cache) >= 8:
-                self._cache.pop(next(iter(self._cache)))
-            got = self._cache[id(dag)] = (dag, keys, texts)
-        return got[1], got[2]
+            return keys, texts
+
+        return self._chunk_cache.get(dag, chunk)
 
     async def detect(
         self,

@@ -8,15 +8,16 @@ registered factories and returns a `Detector` (`detectors.base`). Shipped kinds:
 * ``oracle`` (``q=``) — `detectors.veritrail.OracleDetector`, the loop replaying the gold labels;
 * ``rag`` (``k=15``, ``embedder=``, ``term_check=``) — `detectors.baselines.RagDetector`;
 * ``direct`` (``budget=``, ``seed=``, ``term_check=``) — `detectors.baselines.DirectDetector`;
-
-``term_check=on|off`` turns the key-term check (`method.keyterms`) on or off for that method; without
-it the model decides (on for the embedded models), the same rule for the three methods.
 * ``g2l`` — `detectors.g2l.G2LDetector` against the root nodes;
 * ``nli`` (``model=PATH``, ``chunk=350``, ``threshold=0.5``, ``batch=8``) —
   `detectors.baselines.NLIChunkDetector`;
 * ``sirg`` (``classifier=DIR`` required, ``model=smollm2``, ``method=attnlrp``, ``k=15``,
   ``selection=top_k``, ``tau=0``, ``max_targets=``, ``cache=DIR``) —
   `detectors.sirg.detector.SirgDetector` (needs the ``sirg`` extra).
+
+``term_check=on|off`` (``veritrail``, ``rag``, ``direct``) turns the key-term check
+(`method.keyterms`) on or off for that method; without it the model decides (on for the
+embedded models), the same rule for the three methods.
 
 New kinds are added with `register_method(kind, factory)`; a factory gets the parsed spec and the
 run's shared settings (`BuildContext`) and returns any object with `name` and `detect`.

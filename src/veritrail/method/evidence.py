@@ -51,7 +51,6 @@ CONCISE_MISSING_CHARS = 100
 CONCISE_MAX_IDS = 8
 
 
-@functools.lru_cache(maxsize=512)
 def selection_schema(
     n_sentences: int, concise: bool = False, roots_only: bool = False
 ) -> dict[str, Any]:
@@ -67,9 +66,21 @@ def selection_schema(
     time spent on nothing. The reply keeps its shape, and the ids come first in it, so the
     selection itself is the same as with the full format.
     """
+    # `roots_only` means nothing without `concise`: the same key, so the same schema object (the
+    # model layer's strict-mode memory is per object; a copy would be probed again).
+    return _selection_schema(n_sentences, concise, concise and roots_only)
+
+
+@functools.lru_cache(maxsize=512)
+def _selection_schema(n_sentences: int, concise: bool, roots_only: bool) -> dict[str, Any]:
     bound = min(n_sentences, CONCISE_MAX_IDS) if concise else n_sentences
-    summary_chars = 0 if concise and roots_only else CONCISE_SUMMARY_CHARS if concise else None
-    missing_chars = 0 if concise and roots_only else CONCISE_MISSING_CHARS if concise else None
+    summary_chars, missing_chars = (
+        (0, 0)
+        if roots_only
+        else (CONCISE_SUMMARY_CHARS, CONCISE_MISSING_CHARS)
+        if concise
+        else (None, None)
+    )
     ids = {"type": "array", "items": {"type": ["integer", "string"]}, "maxItems": bound}
     return {
         "type": "object",

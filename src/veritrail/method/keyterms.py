@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..dag import Dag
+from ..dag import Dag, PerDag
 from ..records import Verdict
 from .steps import VerdictOutcome
 
@@ -85,24 +85,16 @@ class SourceVocabulary:
 
 
 class VocabularyCache:
-    """`SourceVocabulary.of_dag` for the last few DAGs one holder (a baseline detector) meets:
-    an evaluation asks for the same DAG once per claim. Keyed by identity; the entry holds the
-    DAG, so its id cannot be reused while it is cached. Kept by its holder, not in this module:
-    nothing of a run lives in module state."""
+    """`SourceVocabulary.of_dag` for the last few DAGs one holder (a baseline detector) meets
+    (`dag.PerDag`). Kept by its holder, not in this module: nothing of a run lives in module
+    state."""
 
     def __init__(self, size: int = 8) -> None:
-        self.size = size
-        self._entries: dict[int, tuple[Dag, SourceVocabulary]] = {}
+        self._memo: PerDag[SourceVocabulary] = PerDag(size)
 
     def get(self, dag: Dag) -> SourceVocabulary:
         """The vocabulary of `dag`'s roots."""
-        got = self._entries.get(id(dag))
-        if got is None or got[0] is not dag:
-            got = (dag, SourceVocabulary.of_dag(dag))
-            if len(self._entries) >= self.size:
-                self._entries.pop(next(iter(self._entries)))
-            self._entries[id(dag)] = got
-        return got[1]
+        return self._memo.get(dag, SourceVocabulary.of_dag)
 
 
 def enabled(setting: bool | None, model: Any) -> bool:
