@@ -34,8 +34,18 @@ def body_key(req: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(req, sort_keys=True).encode()).hexdigest()
 
 
+# The child gets Python's Ctrl-C handler back: a test run started as a background job of a
+# non-interactive shell (`nohup ... &`, a CI wrapper) passes SIGINT on as ignored, as POSIX has
+# background jobs do, and Python then keeps ignoring it. A user's Ctrl-C reaches a foreground
+# process, which is what these tests stand for.
+CHILD = (
+    "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "from veritrail.cli.main import main; main()"
+)
+
+
 def cli(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from veritrail.cli.main import main; main()", *args]
+    return [sys.executable, "-c", CHILD, *args]
 
 
 @pytest.fixture
