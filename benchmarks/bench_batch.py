@@ -23,11 +23,12 @@ warm-up run starts both). Both worker counts run in the same sitting, in alterna
 
 Printed per run: wall time, model calls/s (and the steady-state rate: the fake server's requests
 per second between the 10th and 90th percentile of their arrival, without the batch's head and
-tail, which are not CPU-bound and last as long for 1 or 2 workers), client CPU per call (CPU of the Ray worker processes
-during the run, measured inside each worker actor), the driver's CPU (the whole driver process, and
-the part spent building and writing the jobs' reports), and the fake server's CPU (from /proc),
-then the throughput ratio of 2 workers to 1 (target ≥ 1.7 when the client CPU is the
-bottleneck; the whole-run ratio is the headline, the steady-state one follows it), and whether it was: each worker's event-loop busy share and the ceiling the budget
+tail, which are not CPU-bound and last as long for 1 or 2 workers), client CPU per call (CPU of
+the Ray worker processes during the run, measured inside each worker actor), the driver's CPU
+(the whole driver process, and the part spent building and writing the jobs' reports), and the
+fake server's CPU (from /proc), then the throughput ratio of 2 workers to 1 (target ≥ 1.7 when
+the client CPU is the bottleneck; the whole-run ratio is the headline, the steady-state one
+follows it), and whether it was: each worker's event-loop busy share and the ceiling the budget
 sets (concurrency / latency). With the run's collector policy (run/gcpolicy.py) one worker needs
 ~0.7 ms per call, so two workers at the default 512 (256 each: at most 1,280 calls/s apiece) are
 bounded by the budget, not their CPU; `--concurrency 1024 --claims 1500` is the CPU-bound
