@@ -124,7 +124,6 @@ def _only_state(folder: Path) -> Path:
     return files[0]
 
 
-
 @pytest.mark.embedded
 @pytest.mark.slow
 async def test_a_second_run_restores_the_system_prompt_the_first_one_stored(
