@@ -18,7 +18,11 @@ script works unchanged on older checkouts: run it with `PYTHONPATH=/path/to/old/
 
 Levers, one at a time: `--parallel N` (server slots; `--concurrency` follows unless given),
 `--no-prefix-gate` (calls that repeat a prompt in flight are sent at once), `--threads N`
-(instead of the automatic choice). Extra arguments after `--` go to `veritrail verify` unchanged.
+(instead of the automatic choice), `--prefix-store off|cold|DIR` (the stored system-prompt
+states, `lm.prefix_store`: `off` = none, `cold` = a fresh empty folder for each run, as on a new
+machine, DIR = that folder, warm after its first run; default: the user's own store). The row's
+`states` column says how many system prompts were restored / saved (`-` on checkouts without
+the store). Extra arguments after `--` go to `veritrail verify` unchanged.
 The load average matters: on a shared 2-core machine every figure moves with it.
 """
 
@@ -59,6 +63,22 @@ def one_run(args: argparse.Namespace, extra: list[str]) -> dict[str, Any]:
         local.PrefixGate.blocker = lambda self, prompt: None  # type: ignore[method-assign]
     if args.parallel:
         os.environ["VERITRAIL_LOCAL_PARALLEL"] = str(args.parallel)
+    states: list[dict[str, int]] = []
+    from veritrail.lm import local as lm_local
+
+    original_close = lm_local.LocalProvider.aclose
+
+    async def close_spy(self: Any) -> None:
+        if hasattr(self, "prefix_states"):
+            states.append(dict(self.prefix_states))
+        await original_close(self)
+
+    lm_local.LocalProvider.aclose = close_spy  # type: ignore[method-assign]
+    cold = tempfile.TemporaryDirectory(prefix="vt-bench-prefix-")
+    if args.prefix_store == "cold":
+        os.environ["VERITRAIL_PREFIX_STORE"] = cold.name
+    elif args.prefix_store:
+        os.environ["VERITRAIL_PREFIX_STORE"] = args.prefix_store
     argv = [
         "verify",
         str(QUICKSTART / "dag.json"),
@@ -93,6 +113,8 @@ def one_run(args: argparse.Namespace, extra: list[str]) -> dict[str, Any]:
             wall = time.perf_counter() - t0
             os.chdir(cwd)
             lm_model.Model._notify = original  # type: ignore[method-assign]
+            lm_local.LocalProvider.aclose = original_close  # type: ignore[method-assign]
+            cold.cleanup()
         report = json.loads((Path(tmp) / "report.json").read_text(encoding="utf-8"))
     load1 = os.getloadavg()[0]
     ok = [e for e in events if e.error is None]
@@ -127,6 +149,7 @@ def one_run(args: argparse.Namespace, extra: list[str]) -> dict[str, Any]:
         "load_start": round(load0, 2),
         "load_end": round(load1, 2),
         "verdicts": {c["id"]: c.get("verdict") for c in report["claims"]},
+        "prefix_states": states[0] if states else None,
         "warning": warning,
     }
 
@@ -142,6 +165,11 @@ def main() -> None:
     p.add_argument(
         "--no-prefix-gate", action="store_true", help="send shared-prefix calls at once (lever off)"
     )
+    p.add_argument(
+        "--prefix-store",
+        default=None,
+        help="off | cold (a fresh empty store per run) | a folder (default: the user's store)",
+    )
     p.add_argument("--json", dest="json_out", default=None, help="append rows to this JSONL file")
     argv = sys.argv[1:]
     extra: list[str] = []
@@ -151,9 +179,9 @@ def main() -> None:
     args = p.parse_args(argv)
     print(
         "| label | wall s | verify s | calls | tokens in | tokens out | prefix-cached in "
-        "| load 1m start→end | verdicts |"
+        "| states restored/saved | load 1m start→end | verdicts |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for _ in range(args.runs):
         row = one_run(args, extra)
         share = (
@@ -161,13 +189,15 @@ def main() -> None:
             if row["cached_share"] is not None
             else "n/a"
         )
+        st = row["prefix_states"]
+        kept = f"{st['restored']}/{st['saved']}" if st else "-"
         verdicts = " ".join(
             f"{k}={''.join(w[0] for w in (v or 'error').split())}"
             for k, v in row["verdicts"].items()
         )
         print(
             f"| {row['label']} | {row['wall_s']} | {row['verify_s']} | {row['calls']} "
-            f"| {row['tokens_in']} | {row['tokens_out']} | {share} "
+            f"| {row['tokens_in']} | {row['tokens_out']} | {share} | {kept} "
             f"| {row['load_start']}→{row['load_end']} | {verdicts} |",
             flush=True,
         )

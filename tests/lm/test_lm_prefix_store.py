@@ -64,6 +64,11 @@ def test_commit_moves_the_temporary_file_into_place_and_keeps_the_most_recent(
     assert (tmp_path / temp).exists() and len(store.files()) == 3
     store.discard(temp)
     assert not (tmp_path / temp).exists()
+    # ...but one left by a run killed mid-save is removed once it is stale.
+    (tmp_path / temp).write_bytes(b"half")
+    os.utime(tmp_path / temp, (1_000_000, 1_000_000))
+    store.prune()
+    assert not (tmp_path / temp).exists()
     # Using a file makes it the most recent: the oldest other one goes first.
     store.touch(store.path("system 2"))
     temp = store.temp_name()

@@ -35,6 +35,11 @@ Speed (issue 19; figures in benchmarks/README.md §"Embedded model"):
   in flight until that one is answered, instead of computing the same prefix on another slot.
   The server reports the reused tokens (`usage.prompt_tokens_details.cached_tokens`), counted as
   `cached_input_tokens`.
+- **Stored system-prompt states** (`lm.prefix_store`, one slot only): the first call with a
+  new system prompt is preceded by a priming request (the system prompt alone, nothing of the
+  user's), whose llama.cpp state is saved to a file; a later run restores it through the slot
+  restore endpoint instead of computing it (~14 s of the quick start). `prefix_store=` or
+  `VERITRAIL_PREFIX_STORE` (a folder, or `off`).
 - **Threads**: `threads=` or `VERITRAIL_THREADS` when given; otherwise `auto_threads`: the cores
   this process may run on (`os.sched_getaffinity`) less the load at start (`start_load`: the
   larger of the 1-minute load average and the threads runnable right now besides this one,

@@ -33,6 +33,7 @@ import contextlib
 import hashlib
 import os
 import secrets
+import time
 from pathlib import Path
 
 from .. import environment
@@ -51,6 +52,8 @@ PRIME_USER = "."
 and the chat template's opening of the user turn, which every real call shares."""
 SUFFIX = ".kv"
 TEMP_PREFIX = ".tmp-"
+STALE_TEMP_SECONDS = 3600.0
+"""A temporary file this old belongs to no save in progress (a save takes milliseconds)."""
 
 
 def default_dir(model_dir: Path) -> Path | None:
@@ -124,8 +127,9 @@ class PrefixStore:
         except OSError:
             return []
 
-    def prune(self) -> None:
-        """Keep the `max_files` most recently used states."""
+    def prune(self, now: float | None = None) -> None:
+        """Keep the `max_files` most recently used states; remove temporary files a run left
+        behind when it was killed mid-save (older than `STALE_TEMP_SECONDS`)."""
 
         def mtime(p: Path) -> float:
             try:
@@ -135,6 +139,11 @@ class PrefixStore:
 
         for p in sorted(self.files(), key=mtime, reverse=True)[self.max_files :]:
             self.forget(p)
+        limit = (time.time() if now is None else now) - STALE_TEMP_SECONDS
+        with contextlib.suppress(OSError):
+            for p in self.directory.iterdir():
+                if p.name.startswith(TEMP_PREFIX) and mtime(p) < limit:
+                    self.forget(p)
 
 
 __all__ = [
