@@ -248,3 +248,24 @@ async def test_a_restore_keeps_the_calls_before_it_in_the_prompt_cache(tmp_path:
         await second.aclose()
     assert a2.cached_input_tokens >= a1.input_tokens - 1
     assert a2.text == a1.text
+
+
+@pytest.mark.embedded
+@pytest.mark.slow
+async def test_two_steps_arriving_together_are_each_primed_once(tmp_path: Path) -> None:
+    # Calls of a second step arrive while the first step's call is in flight: they wait for the
+    # server to be idle, and the second of them must not prime the prompt the first just primed.
+    other = SYSTEM.replace("short texts", "short reports").replace("one short", "one plain")
+    p = _provider(tmp_path)
+    try:
+        outs = await asyncio.gather(
+            _ask(p),
+            _ask(p, system=other),
+            _ask(p, system=other, user=f"{QUESTION} (again)"),
+            _ask(p, user=f"{QUESTION} (again)"),
+        )
+        assert p.prefix_states == {"restored": 0, "saved": 2, "failed": 0}
+        assert all(o.text for o in outs)
+    finally:
+        await p.aclose()
+    assert len([f for f in tmp_path.iterdir() if f.name.endswith(ps.SUFFIX)]) == 2

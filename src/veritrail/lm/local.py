@@ -511,6 +511,7 @@ class LocalProvider:
         self._served = False
         """Whether the slot holds a call's state (then worth keeping before a restore)."""
         self._idle: asyncio.Condition | None = None
+        self._idle_loop: asyncio.AbstractEventLoop | None = None
         self.prefix_states = {"restored": 0, "saved": 0, "failed": 0}
         """System prompts restored from and saved to the store by this server (benchmarks)."""
         self._key = ""
@@ -629,30 +630,43 @@ class LocalProvider:
         """One call to the embedded server (started on first use)."""
         await self.start()
         assert self._client is not None
-        if self._idle is None:
-            self._idle = asyncio.Condition()
+        idle = self._idle_condition()
         system = messages[0].content if messages and messages[0].role == "system" else ""
-        async with self._idle:
-            if (
-                self._store is not None
-                and len(system) >= _ps.MIN_SYSTEM_CHARS
-                and system not in self._warm
-            ):
+        async with idle:
+            if self._needs_prefix(system):
                 # Alone on the server, so that what is saved is the priming request and nothing
                 # else; calls arriving meanwhile wait on the condition's lock.
-                await self._idle.wait_for(lambda: self._inflight == 0)
-                self._warm.add(system)
-                if len(self._warm) <= _ps.MAX_PER_RUN:
-                    await self._load_prefix(system)
+                await idle.wait_for(lambda: self._inflight == 0)
+                if self._needs_prefix(system):  # not loaded by another call meanwhile
+                    self._warm.add(system)
+                    if len(self._warm) <= _ps.MAX_PER_RUN:
+                        await self._load_prefix(system)
             self._inflight += 1
             self._served = True
         try:
             async with self.prefix_gate.hold(_prompt_text(messages)):
                 return await self._client.generate(messages, config)
         finally:
-            async with self._idle:
+            async with idle:
                 self._inflight -= 1
-                self._idle.notify_all()
+                idle.notify_all()
+
+    def _needs_prefix(self, system: str) -> bool:
+        return (
+            self._store is not None
+            and len(system) >= _ps.MIN_SYSTEM_CHARS
+            and system not in self._warm
+        )
+
+    def _idle_condition(self) -> asyncio.Condition:
+        # A condition belongs to one event loop; a provider reused across asyncio.run() calls
+        # (the sync API, notebooks) gets a fresh one per loop, with nothing in flight on it.
+        loop = asyncio.get_running_loop()
+        if self._idle is None or self._idle_loop is not loop:
+            self._idle = asyncio.Condition()
+            self._idle_loop = loop
+            self._inflight = 0
+        return self._idle
 
     async def _load_prefix(self, system: str) -> None:
         """Put `system`'s state into the slot: restored from the store, or computed by a priming
