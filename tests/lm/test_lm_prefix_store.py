@@ -28,6 +28,8 @@ SYSTEM = (
     "Reply in plain English, without lists, quotes or formatting of any kind, and stop."
 )
 QUESTION = "Text: Cats purr. Dogs bark.\nQuestion: which animal purrs?"
+OTHER = SYSTEM.replace("short texts", "short reports").replace("one short", "one plain")
+"""A second step's system prompt."""
 
 
 # --- the store on its own -------------------------------------------------------------------
@@ -231,17 +233,16 @@ async def test_a_restore_keeps_the_calls_before_it_in_the_prompt_cache(tmp_path:
     # Two steps' system prompts stored by a first run. In the second run, a call of step A,
     # then step B's restore, then the same call of step A again: that call must find its whole
     # prompt in llama.cpp's host-memory cache, which a restore alone would have lost.
-    other = SYSTEM.replace("short texts", "short reports").replace("one short", "one plain")
     first = _provider(tmp_path)
     try:
         await _ask(first)
-        await _ask(first, system=other)
+        await _ask(first, system=OTHER)
     finally:
         await first.aclose()
     second = _provider(tmp_path)
     try:
         a1 = await _ask(second)
-        await _ask(second, system=other)
+        await _ask(second, system=OTHER)
         a2 = await _ask(second)
         assert second.prefix_states == {"restored": 2, "saved": 0, "failed": 0}
     finally:
@@ -255,13 +256,12 @@ async def test_a_restore_keeps_the_calls_before_it_in_the_prompt_cache(tmp_path:
 async def test_two_steps_arriving_together_are_each_primed_once(tmp_path: Path) -> None:
     # Calls of a second step arrive while the first step's call is in flight: they wait for the
     # server to be idle, and the second of them must not prime the prompt the first just primed.
-    other = SYSTEM.replace("short texts", "short reports").replace("one short", "one plain")
     p = _provider(tmp_path)
     try:
         outs = await asyncio.gather(
             _ask(p),
-            _ask(p, system=other),
-            _ask(p, system=other, user=f"{QUESTION} (again)"),
+            _ask(p, system=OTHER),
+            _ask(p, system=OTHER, user=f"{QUESTION} (again)"),
             _ask(p, user=f"{QUESTION} (again)"),
         )
         assert p.prefix_states == {"restored": 0, "saved": 2, "failed": 0}
