@@ -74,8 +74,12 @@ def one_run(args: argparse.Namespace, extra: list[str]) -> dict[str, Any]:
         await original_close(self)
 
     lm_local.LocalProvider.aclose = close_spy  # type: ignore[method-assign]
-    cold = tempfile.TemporaryDirectory(prefix="vt-bench-prefix-")
-    if args.prefix_store == "cold":
+    cold = (
+        tempfile.TemporaryDirectory(prefix="vt-bench-prefix-")
+        if args.prefix_store == "cold"
+        else None
+    )
+    if cold is not None:
         os.environ["VERITRAIL_PREFIX_STORE"] = cold.name
     elif args.prefix_store:
         os.environ["VERITRAIL_PREFIX_STORE"] = args.prefix_store
@@ -114,7 +118,8 @@ def one_run(args: argparse.Namespace, extra: list[str]) -> dict[str, Any]:
             os.chdir(cwd)
             lm_model.Model._notify = original  # type: ignore[method-assign]
             lm_local.LocalProvider.aclose = original_close  # type: ignore[method-assign]
-            cold.cleanup()
+            if cold is not None:
+                cold.cleanup()
         report = json.loads((Path(tmp) / "report.json").read_text(encoding="utf-8"))
     load1 = os.getloadavg()[0]
     ok = [e for e in events if e.error is None]

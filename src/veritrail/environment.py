@@ -118,6 +118,15 @@ def get(name: str, environ: Mapping[str, str] | None = None) -> str | None:
     return _environ(environ).get(name)
 
 
+OFF_WORDS = ("0", "off", "false", "no", "none")
+"""Values (any case) that turn a feature off where a variable or setting also takes a path."""
+
+
+def is_off(value: str) -> bool:
+    """Whether `value` is one of `OFF_WORDS`."""
+    return value.strip().lower() in OFF_WORDS
+
+
 def get_int(name: str, default: int, environ: Mapping[str, str] | None = None) -> int:
     """The variable as a whole number; `default` when unset or empty (`ValueError` when it is
     not a number)."""

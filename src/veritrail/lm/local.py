@@ -592,12 +592,7 @@ class LocalProvider:
     def _open_store(self, xllamacpp: Any) -> PrefixStore | None:
         if self._store_dir is None:
             return None
-        try:
-            from importlib.metadata import version
-
-            build = version("xllamacpp")
-        except Exception:  # noqa: BLE001 - an unknown build only narrows the file name less
-            build = str(getattr(xllamacpp, "__version__", "unknown"))
+        build = getattr(xllamacpp, "__version__", "unknown")
         identity = f"{self.spec.sha256}|xllamacpp {build}|threads {self.threads}|kv f16"
         store = PrefixStore(self._store_dir, identity)
         return store if store.ready() else None
@@ -636,6 +631,9 @@ class LocalProvider:
         """One call to the embedded server (started on first use)."""
         await self.start()
         assert self._client is not None
+        if self._store is None:  # set at start, for the server's life: nothing to coordinate
+            async with self.prefix_gate.hold(_prompt_text(messages)):
+                return await self._client.generate(messages, config)
         idle = self._idle_condition()
         system = messages[0].content if messages and messages[0].role == "system" else ""
         async with idle:
@@ -658,11 +656,7 @@ class LocalProvider:
                 idle.notify_all()
 
     def _needs_prefix(self, system: str) -> bool:
-        return (
-            self._store is not None
-            and len(system) >= _ps.MIN_SYSTEM_CHARS
-            and system not in self._warm
-        )
+        return len(system) >= _ps.MIN_SYSTEM_CHARS and system not in self._warm
 
     def _idle_condition(self) -> asyncio.Condition:
         # A condition belongs to one event loop; a provider reused across asyncio.run() calls

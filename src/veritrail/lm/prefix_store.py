@@ -24,7 +24,7 @@ few milliseconds instead of recomputing it. What is stored, and why it is safe:
   never see half a file; the store keeps the `max_files` most recently used ones.
 
 `VERITRAIL_PREFIX_STORE` chooses the folder (default `<model dir>/prefix-states`), or turns the
-store off with `off`.
+store off with `off` (or any of `environment.OFF_WORDS`).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ STALE_TEMP_SECONDS = 3600.0
 def default_dir(model_dir: Path) -> Path | None:
     """The store's folder from `VERITRAIL_PREFIX_STORE`: None when it says `off`."""
     env = environment.get("VERITRAIL_PREFIX_STORE")
-    if env is not None and env.strip().lower() in ("off", "0", "no", "false"):
+    if env is not None and environment.is_off(env):
         return None
     return Path(env) if env else model_dir / "prefix-states"
 
@@ -103,8 +103,7 @@ class PrefixStore:
 
     def discard(self, temp_name: str) -> None:
         """Remove a temporary file the server wrote (or half wrote)."""
-        with contextlib.suppress(OSError):
-            (self.directory / temp_name).unlink(missing_ok=True)
+        self.forget(self.directory / temp_name)
 
     def touch(self, path: Path) -> None:
         """Mark a file as used now (the store keeps the most recently used)."""
@@ -112,7 +111,7 @@ class PrefixStore:
             os.utime(path)
 
     def forget(self, path: Path) -> None:
-        """Remove a file that could not be restored."""
+        """Remove a file (one that could not be restored, or a temporary one)."""
         with contextlib.suppress(OSError):
             path.unlink(missing_ok=True)
 

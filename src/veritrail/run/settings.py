@@ -36,7 +36,7 @@ DEFAULT_CONFIG_FILE = "veritrail.toml"
 _METHOD = VerifyConfig()
 """The method's defaults: every method setting below takes its default from here."""
 
-CACHE_OFF = ("0", "off", "false", "no", "none")
+CACHE_OFF = environment.OFF_WORDS
 """Values of `--cache` (any case) that turn the model cache off."""
 
 
@@ -46,7 +46,7 @@ def model_cache(value: str | None) -> str | bool:
     for every command that builds a model."""
     if value is None:
         return True
-    return False if value.strip().lower() in CACHE_OFF else value
+    return False if environment.is_off(value) else value
 
 
 class SettingsError(InputProblem, ValueError):
