@@ -15,7 +15,7 @@ from veritrail.dag import Dag
 from veritrail.method.loop import verify_claim
 from veritrail.method.oracle import Oracle
 from veritrail.method.plans import ReadPlan
-from veritrail.method.rounds import Round, first_round, next_round
+from veritrail.method.rounds import GrowingSet, Round, first_round, next_round
 from veritrail.method.segment import SentenceIndex
 from veritrail.run.estimate import estimate_run
 
@@ -150,3 +150,26 @@ def test_rule_order_and_the_rule_3_shortcut() -> None:
     s2 = next_round(s1, p1, ("r",), Verdict.NOT_FULLY_SUPPORTED, dag, VerifyConfig(q=2))
     assert s2.termination is Termination.ROOTS_ONLY
     assert s2.final_verdict is Verdict.NOT_FULLY_SUPPORTED
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 50), st.lists(st.sampled_from("abcdefghij"), max_size=4)),
+        max_size=30,
+    )
+)
+def test_a_growing_set_is_a_frozenset_whatever_value_it_grows_from(
+    steps: list[tuple[int, list[str]]],
+) -> None:
+    # Each step extends some earlier value (the newest one, the loop's case, or an older one, a
+    # branch); every value ever made must still hold exactly what a frozenset would.
+    values: list[tuple[GrowingSet, frozenset[str]]] = [(GrowingSet(), frozenset())]
+    for pick, nodes in steps:
+        base, model = values[pick % len(values)]
+        values.append((base.union(nodes), model.union(nodes)))
+        for grown, expected in values:
+            assert grown == expected and len(grown) == len(expected)
+            assert set(grown) == expected
+            assert all((n in grown) == (n in expected) for n in "abcdefghijk")
+            assert hash(grown) == hash(expected)

@@ -671,7 +671,8 @@ class LocalProvider:
     async def _load_prefix(self, system: str) -> None:
         """Put `system`'s state into the slot: restored from the store, or computed by a priming
         request and saved there for the next run. Never raises: the store only saves time."""
-        import httpx
+        # httpx2 is the openai SDK's own HTTP library (openai >= 3) and a declared dependency.
+        import httpx2 as httpx
 
         store = self._store
         assert store is not None and self.base_url is not None

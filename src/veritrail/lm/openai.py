@@ -197,10 +197,9 @@ def _http_client(kind: str | None, timeout: float) -> tuple[str, Any]:
     # No connection cap of our own: the `Model`'s concurrency limit is the one bound on calls in
     # flight. The SDK's default pool (1,000 connections, 100 kept alive) silently capped a
     # budget above 1,000 and, with httpx, reconnected for every call beyond 100 in flight.
-    try:  # the SDK's HTTP library: httpx2 since openai 3, httpx before
-        import httpx2 as httpx_lib
-    except ModuleNotFoundError:  # pragma: no cover - older SDKs
-        import httpx as httpx_lib  # type: ignore[no-redef]
+    # The SDK's HTTP library (openai >= 3 is built on httpx2; both are declared dependencies).
+    import httpx2 as httpx_lib
+
     # A number, not None: the SDK's aiohttp transport turns None into aiohttp's own default (100).
     limits = httpx_lib.Limits(max_connections=100_000, max_keepalive_connections=None)
     if kind == "httpx":

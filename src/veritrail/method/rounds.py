@@ -11,13 +11,76 @@ the verdict, in the loop: it is not one of these rules.
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Iterator, Set
+from dataclasses import dataclass, field
+from itertools import islice
 
 from ..dag import Dag
 from ..records import Termination, Verdict
 from .config import VerifyConfig
 from .plans import ReadPlan
+
+
+class GrowingSet(Set[str]):
+    """An immutable set of node ids that grows round by round at the cost of what is added.
+
+    The nodes a claim has checked only grow, one round at a time, and a trail through a chain
+    of N nodes takes N rounds: copying the whole set every round (`frozenset.union`) made such a
+    trail quadratic. Each value here is a view of a shared insertion log (node -> position): the
+    view holds the log's first `len(self)` entries. `union` appends to the log when the view is
+    its newest (the loop's case: each round extends the last), so it costs O(new nodes), and
+    copies the view's entries into a new log otherwise (a caller branching from an older round),
+    so an older value never changes. Membership is one dict lookup.
+
+    Not a library's persistent set (pyrsistent's `PSet`): those cost O(log n) per add and
+    lookup and a dependency, where the loop's use is a single line of history.
+    """
+
+    __slots__ = ("_log", "_size")
+
+    def __init__(self, items: Iterable[str] = ()) -> None:
+        self._log: dict[str, int] = {}
+        for n in items:
+            self._log.setdefault(n, len(self._log))
+        self._size = len(self._log)
+
+    @classmethod
+    def _view(cls, log: dict[str, int], size: int) -> GrowingSet:
+        view = cls.__new__(cls)
+        view._log, view._size = log, size
+        return view
+
+    def __contains__(self, node: object) -> bool:
+        at = self._log.get(node)  # type: ignore[call-overload]
+        return at is not None and at < self._size
+
+    def __iter__(self) -> Iterator[str]:
+        return islice(self._log, self._size)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __repr__(self) -> str:
+        return f"GrowingSet({sorted(self)!r})"
+
+    __hash__ = Set._hash
+
+    @classmethod
+    def _from_iterable(cls, it: Iterable[str]) -> frozenset[str]:  # type: ignore[override]
+        # Set operators other than `union` (`&`, `-`, ...) return plain frozensets.
+        return frozenset(it)
+
+    def union(self, nodes: Iterable[str]) -> GrowingSet:
+        """This set with `nodes` added; `self` is unchanged."""
+        log = self._log
+        if len(log) != self._size:  # branching from an older value: start a log of its own
+            log = dict(islice(log.items(), self._size))
+        for n in nodes:
+            if n not in log:
+                log[n] = len(log)
+        if log is self._log and len(log) == self._size:
+            return self
+        return GrowingSet._view(log, len(log))
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +93,8 @@ class Round:
     """
 
     nodes_to_check: frozenset[str]
-    checked: frozenset[str] = frozenset()
+    checked: GrowingSet = field(default_factory=GrowingSet)
+    """Every node read so far (`GrowingSet`: extending it costs what is added, not its size)."""
     roots_with_evidence: frozenset[str] = frozenset()
     """Roots that ever yielded evidence: not read again, their text carried into verdicts."""
     consecutive_nfs: int = 0
@@ -90,7 +154,7 @@ def next_round(
     # Fully Supported / Inconclusive: the sources of the nodes that yielded evidence; Not Fully
     # Supported: of every node read (selection may have missed support: widening guards it).
     candidates = plan.sources() if nfs else dag.sources_of_all(nodes_with_evidence)
-    to_check = candidates - checked
+    to_check = frozenset(n for n in candidates if n not in checked)
     if roots:
         to_check |= roots
     if to_check and to_check == roots:
