@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from scalekit import assert_linear
 from veritrail.batch.jobs import JobOutcome
 from veritrail.batch.summary import summary_document, summary_table, write_index, write_summary
@@ -72,162 +74,160 @@ def trail_results(n: int) -> tuple[Dag, list[ClaimResult]]:
 # -- a claim through a long trail ------------------------------------------------------------
 
 
-def test_the_rounds_of_a_long_trail_are_linear() -> None:
-    # The loop's own state, round after round, as `method.loop` drives it: what a trail of N
-    # rounds costs besides the steps. This is where `checked` was copied at every round.
-    def make(n: int) -> Callable[[], object]:
-        dag = chain(n)
-        sentences = SentenceIndex(dag)
-        cfg = VerifyConfig()
-        plans = [ReadPlan(dag, sentences, frozenset({f"n{i}"}), cfg) for i in range(n - 1)]
+def rounds_of_a_trail(n: int, tmp: Path) -> Callable[[], object]:
+    """The loop's own state, round after round, as `method.loop` drives it: what a trail of N
+    rounds costs besides the steps. This is where `checked` was copied at every round."""
+    dag = chain(n)
+    sentences = SentenceIndex(dag)
+    cfg = VerifyConfig()
+    plans = [ReadPlan(dag, sentences, frozenset({f"n{i}"}), cfg) for i in range(n - 1)]
 
-        def work() -> object:
-            state = first_round(dag)
-            for plan in reversed(plans):
-                assert state.to_read == set(plan.to_read)
-                state = next_round(state, plan, plan.to_read, Verdict.FULLY_SUPPORTED, dag, cfg)
-            assert state.termination is Termination.ROOTS_ONLY
-            assert len(state.checked) == n - 1
-            return state
+    def work() -> object:
+        state = first_round(dag)
+        for plan in reversed(plans):
+            assert state.to_read == set(plan.to_read)
+            state = next_round(state, plan, plan.to_read, Verdict.FULLY_SUPPORTED, dag, cfg)
+        assert state.termination is Termination.ROOTS_ONLY
+        assert len(state.checked) == n - 1
+        return state
 
-        return work
-
-    assert_linear("next_round over a chain", make, 5_000)
+    return work
 
 
-def test_one_claim_through_a_long_trail_is_linear() -> None:
-    # The whole loop with oracle steps: evidence, verdicts, iterations, provenance.
-    def make(n: int) -> Callable[[], object]:
-        dag, oracle = walk_everything(n)
+def one_claim_through_a_trail(n: int, tmp: Path) -> Callable[[], object]:
+    """The whole loop with oracle steps: evidence, verdicts, iterations, provenance."""
+    dag, oracle = walk_everything(n)
 
-        def work() -> object:
-            (r,) = asyncio.run(
-                verify_claims(dag, [Claim("c1", CLAIM)], oracle.steps(), VerifyConfig())
-            )
-            assert len(r.provenance[0]) == n - 1
-            return r
+    def work() -> object:
+        (r,) = asyncio.run(verify_claims(dag, [Claim("c1", CLAIM)], oracle.steps(), VerifyConfig()))
+        assert len(r.provenance[0]) == n - 1
+        return r
 
-        return work
-
-    assert_linear("one claim through a chain", make, 2_000, repeat=2)
+    return work
 
 
 # -- the report and HTML of a long trail -------------------------------------------------------
 
 
-def test_the_report_and_html_of_a_long_trail_are_linear() -> None:
-    def make(n: int) -> Callable[[], object]:
-        dag, results = trail_results(n)
+def report_of_a_trail(n: int, tmp: Path) -> Callable[[], object]:
+    """report.json's document and text, and report.html, of one claim through a chain."""
+    dag, results = trail_results(n)
 
-        def work() -> object:
-            report = build_report(results, dag, model="oracle", config={})
-            return len(indented_json(report)) + len(render_html(report))
+    def work() -> object:
+        report = build_report(results, dag, model="oracle", config={})
+        return len(indented_json(report)) + len(render_html(report))
 
-        return work
-
-    assert_linear("report.json and report.html of a chain", make, 2_000, repeat=2)
+    return work
 
 
 # -- validating a large DAG --------------------------------------------------------------------
 
 
-def test_loading_and_validating_a_dag_is_linear(tmp_path: Path) -> None:
-    # A chain with a second, longer edge into every node: many sources, one long topological
-    # order, computed stages.
-    def make(n: int) -> Callable[[], object]:
-        nodes: list[dict[str, Any]] = [{"id": "n0", "text": "Root."}]
-        nodes += [
-            {
-                "id": f"n{i}",
-                "text": f"Node {i} says something.",
-                "sources": sorted({f"n{i - 1}", f"n{i // 2}"}),
-            }
-            for i in range(1, n)
-        ]
-        path = tmp_path / f"dag{n}.json"
-        path.write_text(json.dumps({"nodes": nodes}), encoding="utf-8")
+def load_a_dag(n: int, tmp_path: Path) -> Callable[[], object]:
+    """`load_dag` (reading and validating) of a chain with a second, longer edge into every
+    node: many sources, one long topological order, computed stages."""
+    nodes: list[dict[str, Any]] = [{"id": "n0", "text": "Root."}]
+    nodes += [
+        {
+            "id": f"n{i}",
+            "text": f"Node {i} says something.",
+            "sources": sorted({f"n{i - 1}", f"n{i // 2}"}),
+        }
+        for i in range(1, n)
+    ]
+    path = tmp_path / f"dag{n}.json"
+    path.write_text(json.dumps({"nodes": nodes}), encoding="utf-8")
 
-        def work() -> object:
-            dag = load_dag(path)
-            assert len(dag) == n
-            return dag
+    def work() -> object:
+        dag = load_dag(path)
+        assert len(dag) == n
+        return dag
 
-        return work
-
-    assert_linear("load_dag of a DAG file", make, 10_000)
+    return work
 
 
 # -- a batch summary of many runs ----------------------------------------------------------------
 
 
-def test_a_batch_summary_of_many_jobs_is_linear(tmp_path: Path) -> None:
-    def make(n: int) -> Callable[[], object]:
-        outcomes = [
-            JobOutcome(
-                id=f"job-{i}",
-                status="complete",
-                claims=10,
-                verdicts={"Fully Supported": 8, "Not Fully Supported": 2},
-                errors=0,
-                missing=0,
-                unsupported_rate=0.2,
-                gate_failed=False,
-                lm_calls=40,
-                out=f"out/{i}.json",
-                html=None,
-                run_dir=f"runs/{i}",
-            )
-            for i in range(n)
-        ]
+def summary_of_a_batch(n: int, tmp_path: Path) -> Callable[[], object]:
+    """The batch summary document, file, HTML index and terminal table of `n` jobs."""
+    outcomes = [
+        JobOutcome(
+            id=f"job-{i}",
+            status="complete",
+            claims=10,
+            verdicts={"Fully Supported": 8, "Not Fully Supported": 2},
+            errors=0,
+            missing=0,
+            unsupported_rate=0.2,
+            gate_failed=False,
+            lm_calls=40,
+            out=f"out/{i}.json",
+            html=None,
+            run_dir=f"runs/{i}",
+        )
+        for i in range(n)
+    ]
 
-        def work() -> object:
-            doc = summary_document(
-                outcomes, manifest="m.jsonl", executor="local", exit_code=0, wall_seconds=1.0
-            )
-            write_summary(doc, tmp_path / "batch-summary.json")
-            write_index(doc, tmp_path / "batch-index.html")
-            return summary_table(doc)
+    def work() -> object:
+        doc = summary_document(
+            outcomes, manifest="m.jsonl", executor="local", exit_code=0, wall_seconds=1.0
+        )
+        write_summary(doc, tmp_path / "batch-summary.json")
+        write_index(doc, tmp_path / "batch-index.html")
+        return summary_table(doc)
 
-        return work
-
-    assert_linear("batch summary, index and table", make, 500)
+    return work
 
 
 # -- the run store's resume of many claims -----------------------------------------------------
 
 
-def test_resuming_a_run_of_many_claims_is_linear(tmp_path: Path) -> None:
-    # Recording every claim's result as it finishes, then opening the run again to resume it.
+def resume_a_run(n: int, tmp_path: Path) -> Callable[[], object]:
+    """Recording every claim's result as it finishes, then opening the run again to resume."""
     _, (one,) = trail_results(3)
+    claims = [Claim(f"c{i}", f"Claim number {i} holds.") for i in range(n)]
+    results = [ClaimResult(**{**_fields(one), "claim": c}) for c in claims]
+    runs = tmp_path / f"runs{n}"
+    counter = iter(range(1_000))
 
-    def make(n: int) -> Callable[[], object]:
-        claims = [Claim(f"c{i}", f"Claim number {i} holds.") for i in range(n)]
-        results = [ClaimResult(**{**_fields(one), "claim": c}) for c in claims]
-        runs = tmp_path / f"runs{n}"
-        counter = iter(range(1_000))
+    def work() -> object:
+        d = runs / str(next(counter))
+        store = RunStore.create_or_open(
+            d,
+            fingerprint="f" * 64,
+            dag_path=tmp_path / "dag.json",
+            dag_sha256="0" * 64,
+            model="oracle",
+            config={},
+            claims=claims,
+        )
+        for r in results:
+            store.record(r)
+        store.unlock()
+        again = RunStore.open(d)
+        assert len(again.done) == n and again.remaining() == []
+        return again
 
-        def work() -> object:
-            d = runs / str(next(counter))
-            store = RunStore.create_or_open(
-                d,
-                fingerprint="f" * 64,
-                dag_path=tmp_path / "dag.json",
-                dag_sha256="0" * 64,
-                model="oracle",
-                config={},
-                claims=claims,
-            )
-            for r in results:
-                store.record(r)
-            store.unlock()
-            again = RunStore.open(d)
-            assert len(again.done) == n and again.remaining() == []
-            return again
-
-        return work
-
-    assert_linear("run store: record every claim, then open it to resume", make, 500, repeat=2)
+    return work
 
 
 def _fields(r: ClaimResult) -> dict[str, Any]:
     return {f: getattr(r, f) for f in r.__dataclass_fields__}
+
+
+# name -> (workload, small size, repetitions); benchmarks/bench_scale.py runs them at full size.
+WORKLOADS: dict[str, tuple[Callable[[int, Path], Callable[[], object]], int, int]] = {
+    "next_round over a chain": (rounds_of_a_trail, 5_000, 3),
+    "one claim through a chain": (one_claim_through_a_trail, 3_000, 2),
+    "report.json and report.html of a chain": (report_of_a_trail, 2_000, 2),
+    "load_dag of a DAG file": (load_a_dag, 10_000, 3),
+    "batch summary, index and table": (summary_of_a_batch, 500, 3),
+    "run store: record every claim, then open it to resume": (resume_a_run, 500, 2),
+}
+
+
+@pytest.mark.parametrize("name", list(WORKLOADS))
+def test_grows_linearly(name: str, tmp_path: Path) -> None:
+    make, small, repeat = WORKLOADS[name]
+    assert_linear(name, lambda n: make(n, tmp_path), small, repeat=repeat)

@@ -4,7 +4,7 @@ Public API (docs/api.md). The DAG and record types import eagerly (they are ligh
 model layer and the oracle import on first use, so `veritrail dag validate` stays fast.
 
 * `verify`, `check` (and `averify`, `acheck`) — one call, a `Report` back; `load_report` reads a
-  saved one; `JobInputError`, `ClaimExtractionError`, `ExitCode` — what they raise and return;
+  saved one; `JobInputError`, `ArgumentTypeError`, `ClaimExtractionError`, `ExitCode` — what they raise and return;
 * `load_dag`, `Dag`, `DagValidationError` — the generation DAG (SPEC §2);
 * `Claim`, `Verdict`, `ClaimResult`, `Termination`, `ErrorStageStatus` — records;
 * `VerifyConfig`, `verify_claims`, `verify_claim`, `lm_steps` — the loop (SPEC §4);
@@ -46,6 +46,7 @@ _LAZY = {
     "check": "api",
     "acheck": "api",
     "JobInputError": "run.job",
+    "ArgumentTypeError": "api",
     "ClaimExtractionError": "run.job",
     "ExitCode": "run.job",
     "SentenceIndex": "method.segment",
@@ -60,6 +61,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ArgumentTypeError",
     "Claim",
     "ClaimExtractionError",
     "ClaimResult",

@@ -9,8 +9,9 @@ settings (arguments, then `VERITRAIL_*` environment variables, then `./veritrail
   afterwards (a second identical call is still answered from the model cache); with `run_dir=`
   finished claims are kept there and an interrupted call resumes where it stopped;
 * nothing is printed (`progress=True` shows the CLI's progress on stderr), nothing exits: bad
-  input raises `JobInputError` (a `ValueError`), a model failure outside any claim raises
-  `ClaimExtractionError`; claims that could not be verified are in `Report.errors` with
+  input raises `JobInputError` (a `ValueError`; an argument of the wrong type, None included,
+  raises its subclass `ArgumentTypeError`, also a `TypeError`), a model failure outside any claim
+  raises `ClaimExtractionError`; claims that could not be verified are in `Report.errors` with
   `Report.exit_code == 3`;
 * the garbage collector is left alone (the CLI freezes it after loading a DAG) and SIGTERM is not
   taken over.
@@ -34,6 +35,7 @@ from typing import Any, ParamSpec, TypeVar
 from .dag import Dag, DagValidationError
 from .method.claims import ClaimsFileError, claim_to_json, parse_claims
 from .records import Claim
+from .redaction import redact
 from .results import Report
 from .run.job import (
     InMemoryDag,
@@ -44,7 +46,7 @@ from .run.job import (
     run_to_report,
     write_outputs,
 )
-from .run.settings import Settings, find_config_file
+from .run.settings import Settings, SettingsError, coerce_setting, find_config_file
 from .run.sources import SourceText, read_named, single_step_dag
 
 PathLike = str | os.PathLike[str]
@@ -57,6 +59,94 @@ _P = ParamSpec("_P")
 
 
 # -- inputs -------------------------------------------------------------------------------------
+
+
+class ArgumentTypeError(JobInputError, TypeError):
+    """An argument of `verify` / `check` (or their async twins) of a type it does not take,
+    None where a value is needed included: bad input (exit status 2, like every
+    `JobInputError`), and a `TypeError` too, which is what Python code expects for a wrong type.
+    The message names the function, the argument and what it takes."""
+
+
+def _is_path(v: object) -> bool:
+    # A path is a str or an os.PathLike of str (a PathLike of bytes is not a file name we use).
+    return isinstance(v, str) or (isinstance(v, os.PathLike) and isinstance(os.fspath(v), str))
+
+
+def _is_list(v: object) -> bool:
+    # Positional naming (source1, source2, ...; c1, c2, ...) needs an order, and a generator
+    # would be used up by the first reading: a list or tuple, never a set, a str or bytes.
+    return isinstance(v, Sequence) and not isinstance(v, str | bytes | bytearray)
+
+
+def _kind(v: object) -> str:
+    return "None" if v is None else type(v).__name__
+
+
+_PATH = "a path (str or os.PathLike)"
+_ANSWER = "the answer's text (str) or a pathlib.Path of a file holding it"
+_SOURCES = "a text (str), a pathlib.Path, a list of texts and/or Paths, or a dict {name: text}"
+_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "dag": (
+        lambda v: _is_path(v) or isinstance(v, Dag | Mapping),
+        'a DAG file path, a veritrail.Dag or a dict with "nodes"',
+    ),
+    "claims": (
+        lambda v: v is None or _is_path(v) or _is_list(v),
+        "None (extract them), a claims file path, or a list of claim texts, Claims or dicts",
+    ),
+    "answer": (_is_path, _ANSWER),
+    "sources": (lambda v: _is_path(v) or isinstance(v, Mapping) or _is_list(v), _SOURCES),
+    "chunk_sentences": (
+        lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)),
+        "None or an int",
+    ),
+    "progress": (lambda v: isinstance(v, bool), "True or False"),
+    **{
+        name: ((lambda v: v is None or _is_path(v)), f"None or {_PATH}")
+        for name in ("oracle", "out", "html", "run_dir", "config")
+    },
+}
+_RULES["chunk_tokens"] = _RULES["chunk_sentences"]
+
+
+def _check_arguments(fn: str, args: Mapping[str, Any], settings: Mapping[str, Any]) -> None:
+    """Every argument of `fn` checked before anything is read or run: `ArgumentTypeError`
+    naming the argument for a wrong type (None included), `JobInputError` for a setting that
+    `veritrail verify` would refuse. Without this, None or an int reached `os.fspath` or a
+    comparison (TypeError, AttributeError) and `check(sources=[None])` verified the text "None".
+    """
+    for name, value in args.items():
+        ok, wanted = _RULES[name]
+        if not ok(value):
+            raise ArgumentTypeError(f"{fn}(): {name} must be {wanted}, not {_kind(value)}")
+    sources = args.get("sources")
+    if isinstance(sources, Mapping):
+        for key, text in sources.items():
+            if not isinstance(key, str):
+                raise ArgumentTypeError(
+                    f"{fn}(): the names of sources (the dict's keys) must be str, not {_kind(key)}"
+                )
+            if not isinstance(text, str):
+                raise ArgumentTypeError(
+                    f"{fn}(): sources[{key!r}] must be a text (str), not {_kind(text)}"
+                )
+    elif sources is not None and _is_list(sources):
+        for i, item in enumerate(sources):
+            if not _is_path(item):
+                raise ArgumentTypeError(
+                    f"{fn}(): sources[{i}] must be a text (str) or a pathlib.Path, "
+                    f"not {_kind(item)}"
+                )
+    # Settings (model=, q=, **settings) are checked here too, so the message names the call,
+    # not a command-line option: `veritrail verify` checks the same values as flags.
+    for name, value in settings.items():
+        if value is None:
+            continue  # None = not given (docs/api.md)
+        try:
+            coerce_setting(name, value, f"{fn}()")
+        except SettingsError as exc:
+            raise JobInputError(redact(str(exc))) from None
 
 
 def _fs(path: PathLike | None) -> str | None:
@@ -234,10 +324,27 @@ async def averify(
 
     Returns a `Report`; claims that could not be verified are in `Report.errors` (and
     `Report.exit_code` is 3). Raises `JobInputError` (a `ValueError`) on bad input, before any
-    model call, and `ClaimExtractionError` when claim extraction failed on the model.
+    model call: its subclass `ArgumentTypeError` (also a `TypeError`) when an argument has a
+    type it does not take, None included, naming the argument. Raises `ClaimExtractionError`
+    when claim extraction failed on the model.
     The model is closed before it returns.
     """
-    s = _settings(config, {"model": model, "base_url": base_url, "q": q, **settings})
+    given = {"model": model, "base_url": base_url, "q": q, **settings}
+    _check_arguments(
+        "verify",
+        {
+            "dag": dag,
+            "claims": claims,
+            "oracle": oracle,
+            "out": out,
+            "html": html,
+            "run_dir": run_dir,
+            "config": config,
+            "progress": progress,
+        },
+        given,
+    )
+    s = _settings(config, given)
     dag_path, mem = _dag_input(dag)
     return await _arun(
         s,
@@ -286,18 +393,33 @@ async def acheck(
     (`veritrail.run.sources`: chunk ids `NAME#N`). A `str` is a text, a `pathlib.Path` a file:
 
     * `answer`: the answer's text, or a `Path` to read it from;
-    * `sources`: one text, a `Path`, a list of texts and/or `Path`s (texts are named `source1`,
-      `source2`, ... by position), or a dict `{name: text}`;
+    * `sources`: one text, a `Path`, a list (or tuple) of texts and/or `Path`s (texts are named
+      `source1`, `source2`, ... by position), or a dict `{name: text}` of str to str;
     * `chunk_sentences` (default 10) or `chunk_tokens`: the chunk size;
     * `question`: the question the answer answered (context for claim extraction);
     * `claims`: as in `verify` (None = extract them from the answer).
 
     Every other argument, the result and the errors are those of `verify`.
     """
-    s = _settings(
-        config,
-        {"model": model, "base_url": base_url, "q": q, "question": question, **settings},
+    given = {"model": model, "base_url": base_url, "q": q, "question": question, **settings}
+    _check_arguments(
+        "check",
+        {
+            "answer": answer,
+            "sources": sources,
+            "claims": claims,
+            "chunk_sentences": chunk_sentences,
+            "chunk_tokens": chunk_tokens,
+            "oracle": oracle,
+            "out": out,
+            "html": html,
+            "run_dir": run_dir,
+            "config": config,
+            "progress": progress,
+        },
+        given,
     )
+    s = _settings(config, given)
     inputs: list[tuple[str, str]] = []
     if isinstance(answer, os.PathLike):
         answer_text = read_named(os.fspath(answer), "answer file").text

@@ -161,7 +161,7 @@ def test_callback_handler_with_two_runs_needs_a_trace_id() -> None:
     for _ in range(2):
         chain, _llm = make_chain()
         chain.invoke(DOCS, config={"max_concurrency": 1, "callbacks": [handler]})
-    with pytest.raises(TraceError, match="--trace-id"):
+    with pytest.raises(TraceError, match="trace_id="):
         handler.dag()
     tops = [s for s in handler.spans() if s.parent_id is None]
     assert len(tops) == 2

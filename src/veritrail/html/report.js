@@ -16,18 +16,20 @@
   function fmtInt(n) { return Number(n || 0).toLocaleString('en-US'); }
   function fmtUsd(x) { return '$' + Number(x || 0).toFixed(x >= 1 ? 2 : 4); }
   function pct(x) { return (100 * Number(x || 0)).toFixed(1) + '%'; }
-  // Ids, paths and other short labels from the data are shown with their bidirectional
-  // embedding/override/isolate controls made visible ("[U+202E]"): such a character would
-  // otherwise reverse the text that follows it on the line. Longer texts (claims, node text,
-  // reasoning) keep their characters but sit in isolated elements (<bdi>, and unicode-bidi:
-  // isolate in report.css), so a control inside them cannot reach past their end.
+  // Every string from the data (ids, paths, claims, node text, reasoning, errors) is shown
+  // with its bidirectional embedding/override/isolate controls and marks made visible as code
+  // points ("[U+202E]"), never applied: an override would show "summer" as "remmus", so the
+  // reader would see a text other than the one that was verified. `el`/`setAttrs` apply this
+  // to every text they set, so no call site can forget it. The elements holding data are also
+  // isolated (<bdi>, and unicode-bidi: isolate in report.css), so the ordinary bidi of
+  // right-to-left text cannot reorder what follows it.
   var BIDI_CONTROLS = /[\u202A-\u202E\u2066-\u2069\u200E\u200F\u061C]/g;
-  function showId(s) {
+  function showText(s) {
     return String(s == null ? '' : s).replace(BIDI_CONTROLS, function (ch) {
-      return '[U+' + ch.charCodeAt(0).toString(16).toUpperCase() + ']';
+      return '[U+' + ('000' + ch.charCodeAt(0).toString(16).toUpperCase()).slice(-4) + ']';  // U+061C, not U+61C
     });
   }
-  function showIds(list, sep) { return (list || []).map(showId).join(sep); }
+  function showIds(list, sep) { return (list || []).map(showText).join(sep); }
 
   // el('div', {class: 'x', text: 'y'}, child...): children may be nodes or strings (Text nodes).
   function el(tag, attrs) {
@@ -37,7 +39,7 @@
       var c = arguments[i];
       if (c == null) continue;
       // A string child is data next to other content: isolate it in its own <bdi>.
-      if (typeof c === 'string') { var b = document.createElement('bdi'); b.textContent = c; c = b; }
+      if (typeof c === 'string') { var b = document.createElement('bdi'); b.textContent = showText(c); c = b; }
       e.append(c);
     }
     return e;
@@ -48,7 +50,8 @@
       var v = attrs[k];
       if (v == null) return;
       if (k === 'class') e.setAttribute('class', v);
-      else if (k === 'text') e.textContent = String(v);
+      else if (k === 'text') e.textContent = showText(v);
+      else if (k === 'title') e.setAttribute(k, showText(v));  // a tooltip shows data too
       else if (k.slice(0, 2) === 'on') e.addEventListener(k.slice(2), v);
       else e.setAttribute(k, String(v));
     });
@@ -77,7 +80,7 @@
     var meta = el('div', { class: 'meta' },
       el('span', { text: 'model ' + (DATA.model || '?') }),
       el('span', { text: fmtInt(claims.length) + ' claims' }),
-      el('span', { text: 'DAG ' + showId(dag.path || '(in memory)') + ', ' + fmtInt(dag.nodes) + ' nodes, ' + (dag.max_stage || '?') + ' stages' }),
+      el('span', { text: 'DAG ' + showText(dag.path || '(in memory)') + ', ' + fmtInt(dag.nodes) + ' nodes, ' + (dag.max_stage || '?') + ' stages' }),
       DATA.config && DATA.config.q != null ? el('span', { text: 'q = ' + DATA.config.q }) : null,
       DATA.run && DATA.run.finished ? el('span', { text: 'finished ' + DATA.run.finished }) : null,
       DATA.run && DATA.run.partial ? el('span', { class: 'partial', text: 'PARTIAL: ' + claims.length + ' of ' + DATA.run.claims_total + ' claims finished' }) : null);
@@ -233,7 +236,7 @@
     card.append(
       el('div', { class: 'head' },
         el('span', { class: 'badge ' + cls, text: vlabel(c.verdict) }),
-        el('span', { class: 'mono', text: showId(c.id) }),
+        el('span', { class: 'mono', text: showText(c.id) }),
         el('span', { class: 'badge plain', text: c.termination }),
         c.score != null ? el('span', { class: 'badge plain', text: 'score ' + Number(c.score).toFixed(2) }) : null),
       el('div', { class: 'claim-text', text: c.text }),
@@ -260,7 +263,7 @@
     }
     if ((c.issues || []).length) {
       var iu = el('ul');
-      c.issues.forEach(function (i) { iu.append(el('li', null, el('span', { class: 'nid', text: showId(i.kind) }), i.detail)); });
+      c.issues.forEach(function (i) { iu.append(el('li', null, el('span', { class: 'nid', text: showText(i.kind) }), i.detail)); });
       det.append(el('h4', { text: 'Issues' }), iu);
     }
     card.append(det);
@@ -284,7 +287,7 @@
     if (it.evidence.length) {
       var ul = el('ul', { class: 'ev' });
       it.evidence.forEach(function (e) {
-        var chip = el('span', { class: 'nid link', title: 'show node ' + showId(e.node_id) + ' in the DAG', text: showId(e.node_id) + ' #' + e.sentence_index });
+        var chip = el('span', { class: 'nid link', title: 'show node ' + showText(e.node_id) + ' in the DAG', text: showText(e.node_id) + ' #' + e.sentence_index });
         chip.addEventListener('click', function () { focusNode(e.node_id); });
         ul.append(el('li', null, chip, el('q', { text: e.text })));
       });
@@ -410,10 +413,10 @@
       var p = pos[n.id];
       var grp = sv('g', { class: 'node' + (n.id === dag.terminal ? ' terminal' : ''), 'data-node-id': n.id,
         transform: 'translate(' + p.x + ',' + p.y + ')' });
-      var t = sv('title'); t.textContent = showId(n.id) + ' (stage ' + n.stage + (n.is_root ? ', source' : '') + ')';
+      var t = sv('title'); t.textContent = showText(n.id) + ' (stage ' + n.stage + (n.is_root ? ', source' : '') + ')';
       grp.append(t, sv('circle', { r: 6 }));
       var label = sv('text', { x: 10, y: 3.5 });
-      var shown = showId(n.id);
+      var shown = showText(n.id);
       label.textContent = shown.length > 14 ? shown.slice(0, 13) + '\u2026' : shown;
       grp.append(label);
       grp.addEventListener('click', function () { showNode(n.id); });
@@ -491,7 +494,7 @@
     Object.keys(nodeEls).forEach(function (k) { nodeEls[k].classList.toggle('focus', k === id); });
     state.focusNode = id;
     if (!n) return;
-    box.append(el('h3', null, el('span', { class: 'nid', text: showId(n.id) }), 'stage ' + n.stage + (n.is_root ? ' \u00b7 source text' : '') +
+    box.append(el('h3', null, el('span', { class: 'nid', text: showText(n.id) }), 'stage ' + n.stage + (n.is_root ? ' \u00b7 source text' : '') +
       ' \u00b7 ' + n.n_sources + ' sources'));
     box.append(el('div', { class: 'preview', text: n.preview + (n.preview.length >= 300 ? ' \u2026' : '') }));
     var c = state.selected ? claimById[state.selected] : null;
@@ -502,7 +505,7 @@
           if (e.node_id === id) ul.append(el('li', null, el('span', { class: 'nid', text: 'iteration ' + it.index + ' #' + e.sentence_index }), el('q', { text: e.text })));
         });
       });
-      if (ul.childNodes.length) box.append(el('h4', { text: 'Evidence for ' + showId(c.id) }), ul);
+      if (ul.childNodes.length) box.append(el('h4', { text: 'Evidence for ' + showText(c.id) }), ul);
     }
   }
 
@@ -590,7 +593,7 @@
         var ul = el('ul', { class: 'ev' });
         edges.forEach(function (e) {
           var src = textOf[e.source] || {};
-          ul.append(el('li', null, el('span', { class: 'nid', text: (src.kind || '?') + ' ' + showId(e.source) + ' \u00b7 ' + Number(e.weight).toFixed(3) }), src.text || ''));
+          ul.append(el('li', null, el('span', { class: 'nid', text: (src.kind || '?') + ' ' + showText(e.source) + ' \u00b7 ' + Number(e.weight).toFixed(3) }), src.text || ''));
         });
         table.append(el('tr', { class: 'sirg-edges' }, el('td'), el('td', { colspan: 2 }, el('div', { class: 'note', text: 'strongest sources:' }), ul)));
       }
@@ -600,7 +603,7 @@
 
   function renderJsonTree(value, section) {
     function walk(v) {
-      if (v === null || typeof v !== 'object') return document.createTextNode(JSON.stringify(v));
+      if (v === null || typeof v !== 'object') return document.createTextNode(showText(JSON.stringify(v)));
       var ul = el('ul');
       Object.keys(v).forEach(function (k) {
         var child = v[k];

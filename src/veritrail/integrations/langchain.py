@@ -11,6 +11,15 @@ generations), retrievers (documents) and tools (outputs) as spans, then builds t
 rules of ``veritrail from-trace`` (docs/adapters.md, "Traces"). Prompt templates (LangChain's
 ``run_type="prompt"``) are recorded as prompt spans, which never give roots, as OpenInference's
 tracer marks them. Needs ``pip install 'veritrail[langchain]'`` (langchain-core).
+
+A run that raised (its top-level chain reported an error) or has not finished has no answer,
+and the DAG built from it would end at whatever generation came last: `result()`, `dag()` and
+`save()` raise `FailedRunError` (a `TraceError`) naming the run and its error. Pass
+``allow_failed=True`` to get that partial DAG anyway: ``dag.meta["failed_run"]`` records the
+run, its error and the terminal it ended at, and `result().unmatched` says so first. A step that
+raised inside a run that still finished (a fallback, a retried tool) is only noted in
+`unmatched`. `save(path)` writes the file `path` (``.jsonl``: JSON Lines); a directory, or a
+file that cannot be written, raises `DagSaveError` (an `OSError`).
 """
 
 from __future__ import annotations
@@ -34,7 +43,7 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 from ..adapters.trace.build import MatchSettings, TraceImport
 from ..adapters.trace.model import Kind, TraceSpan, text_leaves
 from ..dag import Dag
-from ._collector import SpanCollector
+from ._collector import DagSaveError, FailedRunError, SpanCollector
 
 
 def _plain(value: Any) -> Any:
@@ -85,7 +94,11 @@ class DagCallbackHandler(BaseCallbackHandler):
 
     def __init__(self, *, settings: MatchSettings | None = None) -> None:
         super().__init__()
-        self._c = SpanCollector(settings=settings, source="langchain")
+        self._c = SpanCollector(
+            settings=settings,
+            source="langchain",
+            how_to_record='pass it to the run, e.g. chain.invoke(x, config={"callbacks": [handler]})',
+        )
 
     # -- chains ---------------------------------------------------------------------------------
 
@@ -129,8 +142,9 @@ class DagCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        """A chain failed: closed with no output."""
-        self._c.end(str(run_id))
+        """A chain failed: closed with no output, the error kept (a top-level chain that
+        failed makes `result()` raise `FailedRunError`)."""
+        self._c.end(str(run_id), error=error)
 
     # -- models ---------------------------------------------------------------------------------
 
@@ -196,8 +210,8 @@ class DagCallbackHandler(BaseCallbackHandler):
         tags: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
-        """A model call failed: closed with no output (no node)."""
-        self._c.end(str(run_id))
+        """A model call failed: closed with no output (no node), the error kept."""
+        self._c.end(str(run_id), error=error)
 
     # -- retrievers and tools -------------------------------------------------------------------
 
@@ -231,6 +245,17 @@ class DagCallbackHandler(BaseCallbackHandler):
     ) -> None:
         """A retriever finished: its documents are roots."""
         self._c.end(str(run_id), documents=[d.page_content for d in documents])
+
+    def on_retriever_error(
+        self,
+        error: BaseException,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """A retriever failed: closed with no documents, the error kept."""
+        self._c.end(str(run_id), error=error)
 
     def on_tool_start(
         self,
@@ -272,8 +297,8 @@ class DagCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        """A tool failed: closed with no output."""
-        self._c.end(str(run_id))
+        """A tool failed: closed with no output, the error kept."""
+        self._c.end(str(run_id), error=error)
 
     # -- results --------------------------------------------------------------------------------
 
@@ -285,17 +310,26 @@ class DagCallbackHandler(BaseCallbackHandler):
         """Forget every recorded run."""
         self._c.reset()
 
-    def result(self, *, trace_id: str | None = None) -> TraceImport:
-        """The DAG with the importer's explanation (links, unmatched spans, ambiguities)."""
-        return self._c.result(trace_id=trace_id)
+    def result(self, *, trace_id: str | None = None, allow_failed: bool = False) -> TraceImport:
+        """The DAG with the importer's explanation (links, unmatched spans, ambiguities).
 
-    def dag(self, *, trace_id: str | None = None) -> Dag:
-        """The recorded run's DAG (raises `veritrail.adapters.trace.TraceError` if none)."""
-        return self._c.dag(trace_id=trace_id)
+        Raises `veritrail.adapters.trace.TraceError` when nothing gives a DAG, and its subclass
+        `FailedRunError` when the run raised or has not finished, unless `allow_failed` (then
+        the partial DAG, flagged in ``dag.meta["failed_run"]`` and first in `unmatched`).
+        """
+        return self._c.result(trace_id=trace_id, allow_failed=allow_failed)
 
-    def save(self, path: str | Path, *, trace_id: str | None = None) -> Dag:
-        """Write the recorded run's DAG and return it."""
-        return self._c.save(path, trace_id=trace_id)
+    def dag(self, *, trace_id: str | None = None, allow_failed: bool = False) -> Dag:
+        """The recorded run's DAG (errors and `allow_failed` as in `result`)."""
+        return self._c.dag(trace_id=trace_id, allow_failed=allow_failed)
+
+    def save(
+        self, path: str | Path, *, trace_id: str | None = None, allow_failed: bool = False
+    ) -> Dag:
+        """Write the recorded run's DAG to the file `path` and return it (errors and
+        `allow_failed` as in `result`; `DagSaveError` when `path` is a directory or cannot be
+        written)."""
+        return self._c.save(path, trace_id=trace_id, allow_failed=allow_failed)
 
 
-__all__ = ["DagCallbackHandler"]
+__all__ = ["DagCallbackHandler", "DagSaveError", "FailedRunError"]

@@ -24,6 +24,16 @@ Added with ``get_dispatcher().add_event_handler(handler)`` alone (as before), qu
 retrievals and LLM calls are recorded, not tools or workflow runs. The DAG is built with the
 rules of ``veritrail from-trace`` (docs/adapters.md, "Traces"). Needs
 ``pip install 'veritrail[llamaindex]'`` (llama-index-core).
+
+A run that raised (its outermost query or workflow run was dropped with an error) or has not
+finished has no answer, and the DAG built from it would end at whatever generation came last:
+`result()`, `dag()` and `save()` raise `FailedRunError` (a `TraceError`) naming the run and its
+error. Pass ``allow_failed=True`` to get that partial DAG anyway: ``dag.meta["failed_run"]``
+records the run, its error and the terminal it ended at, and `result().unmatched` says so first.
+Added as an event handler alone, the handler sees no errors: a query that raised shows as one
+that has not finished, and a later query would nest inside it, so call `reset()` after a run
+that raised. `save(path)` writes the file `path` (``.jsonl``: JSON Lines); a
+directory, or a file that cannot be written, raises `DagSaveError` (an `OSError`).
 """
 
 from __future__ import annotations
@@ -58,7 +68,7 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 from ..adapters.trace.build import MatchSettings, TraceImport
 from ..adapters.trace.model import Kind, TraceSpan, text_leaves
 from ..dag import Dag
-from ._collector import SpanCollector
+from ._collector import DagSaveError, FailedRunError, SpanCollector
 
 
 def _query_text(q: Any) -> str:
@@ -185,8 +195,8 @@ class _SpanHandler(BaseSpanHandler[SimpleSpan]):
         err: BaseException | None = None,
         **kwargs: Any,
     ) -> SimpleSpan | None:
-        """A span that raised: closed without output."""
-        self._owner._span_exit(id_, None)
+        """A span that raised: closed without output, the error kept."""
+        self._owner._span_exit(id_, None, err)
         with self.lock:
             return self.open_spans.get(id_)
 
@@ -209,7 +219,11 @@ class DagEventHandler(BaseEventHandler):
 
     def __init__(self, *, settings: MatchSettings | None = None, **data: Any) -> None:
         super().__init__(**data)
-        self._c = SpanCollector(settings=settings, source="llamaindex")
+        self._c = SpanCollector(
+            settings=settings,
+            source="llamaindex",
+            how_to_record="call handler.attach() before the run",
+        )
         self._stack = []
         self._parents = {}
         self._recorded = set()
@@ -272,11 +286,17 @@ class DagEventHandler(BaseEventHandler):
             kind = Kind.AGENT if _is_agent(instance) else Kind.CHAIN
             self._start(sid, type(instance).__name__, kind, inputs)
 
-    def _span_exit(self, sid: str, result: Any) -> None:
+    def _span_exit(self, sid: str, result: Any, error: BaseException | None = None) -> None:
         if sid not in self._recorded or not self._c.is_open(sid):
             return
         kind = self._c.kind_of(sid)
-        if kind is Kind.TOOL:
+        if error is not None:
+            # Any recorded span that raised (a query, a tool, a workflow run): no output, and
+            # the error kept, so a run that failed is never taken for one that finished.
+            self._c.end(sid, error=error)
+            if sid in self._stack:
+                self._stack.remove(sid)
+        elif kind is Kind.TOOL:
             self._c.end(sid, _tool_output_text(result) if result is not None else [])
         elif kind in (Kind.AGENT, Kind.CHAIN):
             self._c.end(sid, _value_texts(result) if result is not None else [])
@@ -317,17 +337,26 @@ class DagEventHandler(BaseEventHandler):
         self._parents.clear()
         self._recorded.clear()
 
-    def result(self, *, trace_id: str | None = None) -> TraceImport:
-        """The DAG with the importer's explanation (links, unmatched spans, ambiguities)."""
-        return self._c.result(trace_id=trace_id)
+    def result(self, *, trace_id: str | None = None, allow_failed: bool = False) -> TraceImport:
+        """The DAG with the importer's explanation (links, unmatched spans, ambiguities).
 
-    def dag(self, *, trace_id: str | None = None) -> Dag:
-        """The recorded run's DAG (raises `veritrail.adapters.trace.TraceError` if none)."""
-        return self._c.dag(trace_id=trace_id)
+        Raises `veritrail.adapters.trace.TraceError` when nothing gives a DAG, and its subclass
+        `FailedRunError` when the run raised or has not finished, unless `allow_failed` (then
+        the partial DAG, flagged in ``dag.meta["failed_run"]`` and first in `unmatched`).
+        """
+        return self._c.result(trace_id=trace_id, allow_failed=allow_failed)
 
-    def save(self, path: str | Path, *, trace_id: str | None = None) -> Dag:
-        """Write the recorded run's DAG and return it."""
-        return self._c.save(path, trace_id=trace_id)
+    def dag(self, *, trace_id: str | None = None, allow_failed: bool = False) -> Dag:
+        """The recorded run's DAG (errors and `allow_failed` as in `result`)."""
+        return self._c.dag(trace_id=trace_id, allow_failed=allow_failed)
+
+    def save(
+        self, path: str | Path, *, trace_id: str | None = None, allow_failed: bool = False
+    ) -> Dag:
+        """Write the recorded run's DAG to the file `path` and return it (errors and
+        `allow_failed` as in `result`; `DagSaveError` when `path` is a directory or cannot be
+        written)."""
+        return self._c.save(path, trace_id=trace_id, allow_failed=allow_failed)
 
 
 def _model_name(event: Any) -> str:
@@ -337,4 +366,4 @@ def _model_name(event: Any) -> str:
     return "llm"
 
 
-__all__ = ["DagEventHandler"]
+__all__ = ["DagEventHandler", "DagSaveError", "FailedRunError"]
