@@ -4,7 +4,7 @@
     veritrail eval wice:OUT.jsonl --model local/qwen2.5-coder-1.5b \
         --method veritrail:q=1 --method rag:k=15 --method direct --out results/
 
-The slice (docs/evaluation.md, "Issue 19 quality targets"): from WiCE's test claims, the 10
+The slice (docs/evaluation.md, "Quality of the embedded model (WiCE slices)"): from WiCE's test claims, the 10
 `supported` claims and the 10 claims of the other labels (`partially_supported`,
 `not_supported`: both are "Not Fully Supported" here) with the shortest articles, ties broken by
 file order, kept in file order. Balanced, so balanced accuracy and macro F1 say something about

@@ -5,7 +5,7 @@ module's errors: an error that derives from it carries a message meant for a per
 redacted, and an exit code. Each concrete error keeps its old built-in base too (`ValueError`,
 `RuntimeError`, ...), so code that caught it by that base keeps working.
 
-Exit codes follow the contract in docs/running.md: bad input or usage is 2, decided before any
+Exit codes follow the table in README.md ("Exit codes"; details in docs/running.md): bad input or usage is 2, decided before any
 model call; a failure of the model endpoint that stops the run is 3.
 """
 

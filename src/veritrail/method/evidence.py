@@ -389,6 +389,9 @@ async def run_bounded(
     Results keep the order of `items`. The first exception stops workers from starting new
     items and is raised once the ones in progress finish.
     """
+    if len(items) == 1:
+        # One prompt (every round of a narrow trail): no task and no gather to schedule.
+        return [await fn(items[0])]
     if limit is None or limit >= len(items):
         return list(await asyncio.gather(*[fn(x) for x in items]))
     results: list[_R | None] = [None] * len(items)

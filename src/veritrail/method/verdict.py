@@ -218,9 +218,14 @@ async def _vote(
     inputs: Sequence[VerdictInput],
     config: VerifyConfig,
 ) -> tuple[VerdictOutcome, float | None]:
-    outs = await asyncio.gather(
-        *(judge.judge(claim, subclaims, inputs, sample=k) for k in range(config.samples))
-    )
+    if config.samples == 1:  # hard prediction: one call, awaited directly (no task, no gather)
+        outs = [await judge.judge(claim, subclaims, inputs, sample=0)]
+    else:
+        outs = list(
+            await asyncio.gather(
+                *(judge.judge(claim, subclaims, inputs, sample=k) for k in range(config.samples))
+            )
+        )
     # The unreadable replies of every sample, in sample order, go with whatever is returned.
     unreadable = tuple(u for o in outs for u in o.unreadable)
     for o in outs:
