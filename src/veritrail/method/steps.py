@@ -128,6 +128,9 @@ class VerdictInput:
     node_ids: tuple[str, ...]
     is_root: bool
     text: str
+    sentence_count: int | None = None
+    """How many sentences `text` holds, when the builder knows it (a node's selected sentences
+    joined); None: counted by splitting `text` when the verdict's size is checked."""
 
 
 @dataclass(frozen=True, slots=True)

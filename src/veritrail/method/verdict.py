@@ -139,7 +139,10 @@ def build_inputs(
         for r in evidence:
             if r.node_id in bare:
                 texts.setdefault(r.node_id, []).append(r.text)
-        items.extend(VerdictInput((nid,), False, " ".join(texts[nid])) for nid in sorted(bare))
+        items.extend(
+            VerdictInput((nid,), False, " ".join(texts[nid]), len(texts[nid]))
+            for nid in sorted(bare)
+        )
     items.extend(VerdictInput((r,), True, dag.node(r).text) for r in roots)
     return items
 
@@ -148,6 +151,8 @@ def _item_size(item: VerdictInput, sentences: SentenceIndex) -> tuple[int, int, 
     """(sentences, estimated tokens, is a root) of one verdict item."""
     if item.is_root:
         n_sent = len(sentences.sentences(item.node_ids[0]))
+    elif item.sentence_count is not None:  # selected sentences, joined: no need to split again
+        n_sent = item.sentence_count or 1
     else:
         n_sent = len(split_sentences(item.text)) or 1
     return n_sent, estimate_tokens(item.text), item.is_root
