@@ -30,9 +30,11 @@ INTERNAL = {
     "veritrail.method.evidence.SelectionFailed",
     "veritrail.method.subclaims.DecompositionError",
     "veritrail.method.loop.StepFailure",
+    # a plugged step answered outside its protocol: a StepFailure, recorded on the claim
+    "veritrail.run.plugins.PluginStepError",
     # no JSON / no usable tree in a reply: the model layer or G2L re-asks, then records it
     "veritrail.lm.jsonparse.JsonReplyError",
-    "veritrail.detectors.g2l.TreeError",
+    "veritrail.detectors.g2l.tree.TreeError",
     # the scripted provider ran out of replies: a bug in a test, meant to fail loudly
     "veritrail.lm.fake.ScriptExhaustedError",
     # a shard task's engine stopped; the Ray executor records it on the job

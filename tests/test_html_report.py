@@ -216,7 +216,7 @@ def sample_report() -> dict[str, Any]:
         dag_path="demo-dag.json",
         run={"finished": "2026-11-21T23:00:00Z"},
     )
-    # Other detectors' sections, in the shapes detectors/g2l.py and sirg/detector.py write.
+    # Other detectors' sections, in the shapes detectors/g2l/report.py and sirg/detector.py write.
     rep["g2l"] = {
         "status": "failed",
         "score": 0.5,

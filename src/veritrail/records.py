@@ -1,7 +1,10 @@
-"""Domain records shared by every step of the method.
+"""Domain records shared by every step of the method, by the detectors and by the evaluation.
 
 Everything here is a frozen dataclass or an enum: the engine passes these around, and only the
-I/O boundaries (DAG file, claims file, config, report) convert to and from JSON.
+I/O boundaries (DAG file, claims file, config, report, eval dataset) convert to and from JSON.
+The labelled claim (`GoldClaim`) and the evidence key (`SentenceKey`) live here rather than in
+`eval.datasets` because the detectors' protocol speaks them too (`detectors.base`), and a
+detector must not import the evaluation that runs it.
 """
 
 from __future__ import annotations
@@ -196,3 +199,31 @@ class ClaimResult:
     issues: tuple[SelectionIssue, ...] = ()
     score: float | None = None
     """Soft prediction only: share of Fully Supported samples in the final iteration."""
+
+
+SentenceKey = tuple[str, int]
+"""(node id, 0-based sentence index within the node): one sentence as evidence, in detections,
+gold labels and evidence metrics."""
+
+
+def claim_key(item_id: str, claim_id: str) -> str:
+    """The dataset-wide key of a claim: ``item/claim`` (or just the id when both are equal)."""
+    return item_id if item_id == claim_id else f"{item_id}/{claim_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class GoldClaim:
+    """One labelled claim. `gold_evidence` holds alternative gold sets (any one of them suffices)."""
+
+    id: str
+    text: str
+    label: Verdict
+    gold_evidence: tuple[frozenset[SentenceKey], ...] = ()
+    sentence_indices: tuple[int, ...] = ()
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_claim(self, item_id: str) -> Claim:
+        """The claim as the verifier sees it; its id is made unique across the dataset."""
+        return Claim(
+            id=claim_key(item_id, self.id), text=self.text, sentence_indices=self.sentence_indices
+        )

@@ -26,12 +26,7 @@ from veritrail.detectors.base import (
     text_claim,
     text_dag,
 )
-from veritrail.detectors.baselines import (
-    DirectDetector,
-    NLIChunkDetector,
-    Prediction,
-    RagDetector,
-)
+from veritrail.detectors.baselines import DirectDetector, RagDetector
 from veritrail.detectors.embeddings import HashingEmbedder, top_k
 from veritrail.detectors.g2l import (
     G2LDetector,
@@ -41,6 +36,7 @@ from veritrail.detectors.g2l import (
     g2l_detect,
     g2l_report,
 )
+from veritrail.detectors.nli import NLIChunkDetector
 from veritrail.detectors.registry import BuildContext, build_method, register_method
 from veritrail.detectors.veritrail import OracleDetector, VeriTrailDetector, gold_oracle_steps
 from veritrail.eval.datasets import GoldClaim, load_dataset
@@ -159,7 +155,6 @@ def test_every_shipped_detector_satisfies_the_protocol() -> None:
         assert [p.kind for p in got.parameters.values()] == [
             p.kind for p in list(want.parameters.values())[1:]
         ]
-    assert Prediction is Detection  # eval's record is the detectors' record
     assert not isinstance(object(), Detector)
 
 
@@ -360,6 +355,101 @@ def test_detect_cli_text_mode_sends_the_prompts_g2l_detect_sends(tmp_path: Path)
         assert report[key] == want[key], key
     assert sorted(seen) == sorted(direct_prompts)
     assert any("<<< b.txt" in p for p in seen)
+
+
+def _detect_cli(tmp_path: Path, responder: Any, *args: str) -> Any:
+    """`veritrail detect --text t.txt --refs a.txt b.txt` with `args`, over a scripted server."""
+    (tmp_path / "t.txt").write_text("Alice founded Acme in 1990. Bob designed the red anvil.")
+    (tmp_path / "a.txt").write_text(ROOTS["r1"])
+    (tmp_path / "b.txt").write_text(ROOTS["r2"])
+    with FakeOpenAIServer(responder=responder) as srv:
+        return CliRunner().invoke(
+            cli,
+            [
+                *("detect", "--text", str(tmp_path / "t.txt")),
+                *("--refs", str(tmp_path / "a.txt"), str(tmp_path / "b.txt")),
+                *("--out", str(tmp_path / "d.json"), "--model", "openai/m", *args),
+            ],
+            env={"VERITRAIL_BASE_URL": srv.base_url, "OPENAI_API_KEY": "k", "VERITRAIL_CACHE": "0"},
+        )
+
+
+# Every shipped kind as `veritrail detect --method` takes it: the spec, and the exit code and
+# message when it cannot run on an unlabelled text (None: it runs and writes its report).
+DETECT_SPECS: dict[str, tuple[str, tuple[int, str] | None]] = {
+    "veritrail": ("veritrail:q=1", None),
+    "rag": ("rag:k=1,embedder=hashing", None),
+    "direct": ("direct", None),
+    "g2l": ("g2l", None),
+    "nli": ("nli:model={tiny}", None),
+    "sirg": ("sirg", (2, "method 'sirg' needs classifier=DIR")),
+    "oracle": ("oracle", (2, "method 'oracle' replays gold labels")),
+}
+
+
+def test_detect_cli_lists_every_registered_detector() -> None:
+    from veritrail.detectors.registry import known_methods
+
+    assert set(DETECT_SPECS) <= set(known_methods())  # a test may register more kinds
+    assert {"veritrail", "oracle", "rag", "direct", "g2l", "nli", "sirg"} == set(DETECT_SPECS)
+
+
+@pytest.mark.parametrize("kind", sorted(DETECT_SPECS))
+def test_detect_cli_takes_every_registered_detector(tmp_path: Path, kind: str) -> None:
+    spec, refused = DETECT_SPECS[kind]
+    if kind == "nli":
+        pytest.importorskip("torch")
+        pytest.importorskip("transformers")
+        from veritrail.detectors.nli import build_tiny_nli_model
+
+        spec = spec.format(tiny=build_tiny_nli_model(tmp_path / "tiny", favour=0))
+    res = _detect_cli(tmp_path, loopback_responder, "--method", spec)
+    if refused is not None:
+        code, message = refused
+        assert res.exit_code == code and message in res.stderr, res.output
+        assert not (tmp_path / "d.json").exists()
+        return
+    assert res.exit_code == 0, res.output
+    report = json.loads((tmp_path / "d.json").read_text())
+    if kind == "g2l":
+        assert report["format"] == "veritrail-g2l-report"  # G2LDetect keeps its own report
+        return
+    assert report["format"] == "veritrail-detect-report" and report["version"] == 1
+    assert report["method"] == spec and report["references"] == [
+        str(tmp_path / "a.txt"),
+        str(tmp_path / "b.txt"),
+    ]
+    assert report["reference_ids"] == ["source-1", "source-2"]
+    det = report["detection"]
+    assert det["claim"] == "text" and det["method"] == report["detector"]
+    assert report["verdict"] == det["verdict"] in ("Fully Supported", "Not Fully Supported")
+    assert f"{report['detector']}: {report['verdict']}" in res.output
+    assert {k for e in det["evidence"] or [] for k in e[:1]} <= {"source-1", "source-2"}
+    if kind == "nli":
+        assert report["model"] is None and report["cost"] == {}  # the run's model never opened
+    else:
+        assert report["model"] == "openai/m" and report["cost"]
+        assert det["lm_calls"] == sum(c["lm_calls"] for c in report["cost"].values())
+
+
+def test_detect_cli_keeps_g2l_options_for_g2l(tmp_path: Path) -> None:
+    for flag, value in (("--max-depth", "3"), ("--reference-tokens", "50"), ("--attach", "x")):
+        if flag == "--attach":
+            (tmp_path / "x").write_text("{}")
+            value = str(tmp_path / "x")
+        res = _detect_cli(tmp_path, loopback_responder, "--method", "direct", flag, value)
+        assert res.exit_code == 2, res.output
+        assert f"{flag} is an option of --method g2l, not of 'direct'" in res.stderr
+    res = _detect_cli(tmp_path, loopback_responder, "--method", "nope")
+    assert res.exit_code == 2 and "unknown method 'nope'" in res.output
+
+
+def test_detect_cli_exits_3_when_the_detector_records_a_failure(tmp_path: Path) -> None:
+    res = _detect_cli(tmp_path, lambda request: "no JSON here", "--method", "direct")
+    assert res.exit_code == 3, res.output
+    assert res.stderr.startswith("error: Direct could not decide: JsonReplyError")
+    report = json.loads((tmp_path / "d.json").read_text())
+    assert report["verdict"] is None and report["detection"]["error"].startswith("JsonReplyError")
 
 
 def test_sirg_through_the_protocol_matches_detect() -> None:

@@ -20,7 +20,6 @@ from click.testing import CliRunner  # noqa: E402
 
 from veritrail.cli.main import cli  # noqa: E402
 from veritrail.dag import Dag  # noqa: E402
-from veritrail.detectors.baselines import BuildContext, build_method, known_methods  # noqa: E402
 from veritrail.detectors.nli import (  # noqa: E402
     LabelRoles,
     NLIJudge,
@@ -30,6 +29,7 @@ from veritrail.detectors.nli import (  # noqa: E402
     chunk_sentences,
     label_roles,
 )
+from veritrail.detectors.registry import BuildContext, build_method, known_methods  # noqa: E402
 from veritrail.eval.datasets import load_dataset  # noqa: E402
 from veritrail.eval.runner import run_eval, summarize  # noqa: E402
 from veritrail.method.config import VerifyConfig  # noqa: E402

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from sklearn.metrics import f1_score, roc_auc_score
 
 from veritrail.cli.main import cli
-from veritrail.detectors.baselines import BuildContext, MethodSpec, build_method, known_methods
 from veritrail.detectors.embeddings import HashingEmbedder, top_k
+from veritrail.detectors.registry import BuildContext, MethodSpec, build_method, known_methods
 from veritrail.eval.datasets import EvalDataset, load_dataset, wice_items
 from veritrail.eval.plots import plot_error_stages
 from veritrail.eval.runner import run_eval, summarize

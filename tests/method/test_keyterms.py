@@ -24,6 +24,7 @@ from veritrail.method.keyterms import (
     check_outcome,
     enabled,
     key_terms,
+    on_by_default,
 )
 from veritrail.method.loop import lm_steps, verify_claims
 from veritrail.method.oracle import Oracle
@@ -144,7 +145,9 @@ def test_the_loop_applies_the_check_as_the_round_verdict(
 
 
 class _Embedded(FakeProvider):
-    term_check = True
+    """A scripted stand-in for an embedded model: the method knows those by their `local/` name."""
+
+    name = "local"
 
 
 def _fs(messages: Sequence[Message]) -> str:
@@ -154,7 +157,8 @@ def _fs(messages: Sequence[Message]) -> str:
 def test_the_model_decides_when_the_setting_is_left_unset() -> None:
     embedded = Model(_Embedded(responder=_fs))  # type: ignore[arg-type]
     remote = Model(FakeProvider(responder=_fs))  # type: ignore[arg-type]
-    assert embedded.term_check and not remote.term_check
+    assert embedded.name.startswith("local/") and not remote.name.startswith("local/")
+    assert on_by_default(embedded) and not on_by_default(remote) and not on_by_default(None)
     assert enabled(None, embedded) and not enabled(None, remote)
     assert not enabled(False, embedded) and enabled(True, remote)
     dag = _dag()

@@ -26,7 +26,7 @@ from .jobs import (
 from .local import LocalExecutor
 from .manifest import BATCH_ONLY_SETTINGS, ManifestError, ManifestJob, load_manifest
 from .progress import BatchEvents, make_batch_progress
-from .ray_executor import RayExecutor, RayUnavailableError
+from .ray_executor import RayExecutor, RayUnavailableError, RayUnreachableError
 
 __all__ = [
     "BATCH_ONLY_SETTINGS",
@@ -44,6 +44,7 @@ __all__ = [
     "ModelSpec",
     "RayExecutor",
     "RayUnavailableError",
+    "RayUnreachableError",
     "load_manifest",
     "make_batch_progress",
     "open_states",

@@ -7,15 +7,17 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..records import ClaimResult
+from ..run.job import JobInputError
 from ..run.store import Status
 from .jobs import (
     BatchInputError,
     BatchJob,
     JobOutcome,
     JobState,
+    ModelSpec,
     exit_code,
     finish_job,
     fitted_config,
@@ -26,9 +28,17 @@ from .local import ModelPool, Record
 from .progress import BatchEvents
 from .summary import INDEX_FILE, SUMMARY_FILE, summary_document, write_index, write_summary
 
+if TYPE_CHECKING:
+    from ..lm.base import Provider
+
 
 class Executor(Protocol):
-    """Runs the claims the jobs have left and calls `record` for each finished claim."""
+    """Runs the claims the jobs have left and calls `record` for each finished claim.
+
+    An executor may also have `start()` (called by `run_batch` once the jobs are checked, before
+    any model call: the Ray executor reaches its cluster there, failing fast) and `stop()`
+    (called by `run_batch` however the batch ends, also when `run` never ran; `run` may undo
+    `start` itself, so `stop` must be idempotent)."""
 
     name: str
 
@@ -74,14 +84,22 @@ class BatchResult:
 
 
 def open_states(
-    jobs: Sequence[BatchJob], *, concurrency: int, events: BatchEvents | None = None
+    jobs: Sequence[BatchJob],
+    *,
+    concurrency: int,
+    events: BatchEvents | None = None,
+    connect: Callable[[], None] | None = None,
 ) -> list[JobState]:
     """Open (create, or reopen to resume) every job's run store and lock it.
 
-    Jobs without a claims file get their claims extracted here, on the driver (their calls are
-    shown by `events`). Raises `BatchInputError` when a job's model cannot be built (before any
-    model call), `jobs.ExtractionFailed` when a job's claims cannot be extracted (the run
-    stores opened so far are released, marked interrupted).
+    First every job is checked that can only be checked with its model, before any model call:
+    the model can be built, and its plugged steps load (`BatchJob.steps`, as `veritrail verify`
+    loads them). Then `connect` is called (the executor's start: a Ray cluster is reached
+    before any call, and not started for a batch refused here). Then the stores are opened:
+    jobs without a claims file get their claims extracted here, on the driver (their calls are
+    shown by `events`). Raises `BatchInputError` naming every job refused (exit 2),
+    `jobs.ExtractionFailed` when a job's claims cannot be extracted (the run stores opened so
+    far are released, marked interrupted).
     """
     ev = events if events is not None else BatchEvents()
 
@@ -89,13 +107,10 @@ def open_states(
         pool = ModelPool(concurrency)
         out: list[JobState] = []
         try:
+            providers = _check_models(jobs, pool)
+            if connect is not None:
+                connect()
             for job in jobs:
-                provider = None
-                if job.oracle_doc is None:
-                    try:
-                        provider = pool.provider(job.model)
-                    except ValueError as exc:  # unknown provider option, bad model name
-                        raise BatchInputError(f"job {job.id}: {exc}") from None
                 model = None
                 if job.claims is None:
                     model = pool.model(job.model)
@@ -103,7 +118,9 @@ def open_states(
                     ev.extracting()
                 store = await open_store(job, model)
                 out.append(
-                    JobState(job, store, fitted_config(job, provider), resumed=len(store.done))
+                    JobState(
+                        job, store, fitted_config(job, providers[job.id]), resumed=len(store.done)
+                    )
                 )
             return out
         except BaseException:
@@ -115,6 +132,36 @@ def open_states(
             await pool.aclose()
 
     return asyncio.run(go())
+
+
+def _check_models(jobs: Sequence[BatchJob], pool: ModelPool) -> dict[str, Provider | None]:
+    """Each job's provider (None: answered by its oracle), once every job's model can be built
+    and its plugged steps load with it; `BatchInputError` listing the jobs that cannot. No model
+    call is made: building a model or loading a step calls nothing."""
+    providers: dict[str, Provider | None] = {}
+    problems: list[str] = []
+    loaded: set[tuple[ModelSpec | None, tuple[tuple[str, str], ...]]] = set()
+    for job in jobs:
+        spec = job.model if job.oracle_doc is None else None
+        try:
+            providers[job.id] = pool.provider(spec) if spec is not None else None
+        except ValueError as exc:  # unknown provider option, bad model name
+            problems.append(f"job {job.id}: {exc}")
+            continue
+        key = (spec, tuple(sorted(job.plugins.items())))
+        if not job.plugins or key in loaded:
+            continue  # jobs with the same model and plugins load them alike: once is enough
+        loaded.add(key)
+        try:
+            # Built with a model of the job as the executors build them (a factory may use it);
+            # these steps are dropped: each executor builds its own over its own models.
+            job.steps(pool.model(spec) if spec is not None else None)
+        except JobInputError as exc:
+            problems.append(f"job {job.id}: {exc}")
+    if problems:
+        more = f"\n... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        raise BatchInputError("\n".join(problems[:20]) + more)
+    return providers
 
 
 def run_batch(
@@ -144,10 +191,17 @@ def run_batch(
         from ..method.prompting import set_prompt_dir
 
         set_prompt_dir(next(iter(prompt_dirs)))
+    # An executor that needs a start (Ray: reach the cluster, or start a local one) gets it
+    # after the checks that need no cluster and before any model call; `stop` undoes it however
+    # the batch ends (`run` undoes it too when it ran).
+    start: Callable[[], None] | None = getattr(executor, "start", None)
+    stop: Callable[[], None] | None = getattr(executor, "stop", None)
     try:
-        states = open_states(jobs, concurrency=concurrency, events=ev)
+        states = open_states(jobs, concurrency=concurrency, events=ev, connect=start)
     except BaseException:
         ev.close()
+        if stop is not None:
+            stop()
         raise
 
     def finish(st: JobState) -> None:
@@ -176,6 +230,8 @@ def run_batch(
         raise
     finally:
         ev.close()
+        if stop is not None:
+            stop()  # nothing left to run (or `run` already stopped): a no-op then
     for st in states:
         if not st.finished:
             st.store.set_status(Status.INTERRUPTED)

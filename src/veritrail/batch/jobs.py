@@ -22,10 +22,18 @@ from ..method.claims import ClaimsFileError, load_claims
 from ..method.config import VerifyConfig, fit_to_context, model_context_window
 from ..records import Claim, ClaimResult, Termination, Verdict
 from ..report import atomic_write_text, build_report
-from ..run.job import JobInputError, same_file
+from ..run.job import (
+    JobInputError,
+    check_oracle_alone,
+    check_output_files,
+    check_run_dir,
+    same_file,
+    step_specs,
+)
 from ..run.job import model_name as job_model_name
 from ..run.settings import Settings, SettingsError, model_cache, resolve_settings
 from ..run.store import (
+    REPORT_FILE,
     RUN_FILE,
     RunStore,
     Status,
@@ -156,6 +164,25 @@ class BatchJob:
         """The settings that determine results (as `veritrail verify` fingerprints them)."""
         return result_config(self.settings, self.oracle_path)
 
+    @property
+    def plugins(self) -> dict[str, str]:
+        """The job's plugged steps, kind -> spec (`run.job.step_specs`; empty: LM steps)."""
+        return step_specs(self.settings)
+
+    def steps(self, model: Model | None) -> Steps:
+        """The steps this job verifies with, over `model` (None: the job's oracle answers):
+        built by `run.job.build_steps`, as `veritrail verify` builds them, so the job's plugged
+        steps are applied wherever its claims are verified. `JobInputError` for a plugin that
+        cannot be loaded."""
+        from ..run.job import build_steps
+
+        return build_steps(
+            model,
+            self.plugins,
+            sample_temperature=self.settings.sample_temperature,
+            oracle=oracle_steps(self.oracle_doc) if self.oracle_doc is not None else None,
+        )
+
 
 def prepare_jobs(
     manifest_path: Path,
@@ -165,9 +192,13 @@ def prepare_jobs(
     config_path: str | None,
     html: bool,
     extra_inputs: Iterable[Path] = (),
+    summary_dir: Path | None = None,
 ) -> list[BatchJob]:
     """Load and check every job (DAG, claims, oracle, settings, outputs) before anything runs.
 
+    `summary_dir`: where `batch-summary.json` and `batch-index.html` will be written (checked
+    like every output: never over an input or a job's report). Plugged steps are loaded later,
+    with each job's model, by `driver.open_states` (still before any model call).
     Raises `BatchInputError` listing every problem found (at most 20 lines).
     """
     problems: list[str] = []
@@ -178,7 +209,7 @@ def prepare_jobs(
         except BatchInputError as exc:
             problems.append(f"job {e.id} (line {e.line}): {exc}")
     if not problems:
-        problems = _check_outputs(manifest_path, jobs, extra_inputs)
+        problems = _check_outputs(manifest_path, jobs, extra_inputs, summary_dir)
     if problems:
         more = f"\n... and {len(problems) - 20} more" if len(problems) > 20 else ""
         raise BatchInputError("\n".join(problems[:20]) + more)
@@ -226,7 +257,14 @@ def _prepare_one(
             raise BatchInputError(f"{e.oracle}: {exc}") from None
     oracle_path = str(e.oracle) if e.oracle is not None else None
     try:
-        # verify's own check: a malformed base URL is bad input here too (exit 2, no call).
+        # verify's own checks: an oracle with a plugged step is a usage conflict, a malformed
+        # base URL is bad input (exit 2, no call).
+        check_oracle_alone(
+            settings,
+            oracle_path is not None,
+            name='the job\'s "oracle"',
+            steps="it cannot be combined with a plugged decomposer, selector or judge",
+        )
         model_name = job_model_name(settings, oracle_path)
     except JobInputError as exc:
         raise BatchInputError(str(exc)) from None
@@ -260,14 +298,43 @@ def _prepare_one(
     )
 
 
-def _check_outputs(manifest: Path, jobs: Sequence[BatchJob], extra: Iterable[Path]) -> list[str]:
-    """Outputs never overwrite an input, never collide, and two jobs never share a run."""
+def _check_outputs(
+    manifest: Path, jobs: Sequence[BatchJob], extra: Iterable[Path], summary_dir: Path | None
+) -> list[str]:
+    """Outputs never overwrite an input, never collide, and can be written (nothing is created
+    here: the nearest existing directory is tried); two jobs never share a run; no run
+    directory would overwrite an input (`run.job.check_run_dir`)."""
+    from .summary import INDEX_FILE, SUMMARY_FILE
+
     problems: list[str] = []
-    inputs: list[Path] = [manifest, *extra]
+    named: list[tuple[str, str]] = [("manifest", str(manifest))]
+    named += [("config file", str(p)) for p in extra]
     for j in jobs:
-        inputs.append(Path(j.dag_path))
-        inputs += [Path(p) for p in (j.claims_path, j.oracle_path) if p is not None]
+        named.append((f"DAG of job {j.id}", j.dag_path))
+        named += [
+            (f"{what} of job {j.id}", p)
+            for what, p in (
+                ("claims file", j.claims_path),
+                ("oracle file", j.oracle_path),
+                ("price file", j.settings.prices),
+            )
+            if p
+        ]
+    inputs = [Path(p) for _, p in named]
     outputs: dict[Path, str] = {}
+    every_out: list[tuple[str, Path]] = []
+    if summary_dir is not None:
+        for name in (SUMMARY_FILE, INDEX_FILE):
+            sp = summary_dir / name
+            clash = next((i for i in inputs if same_file(sp, i)), None)
+            if clash is not None:
+                problems.append(
+                    f"--summary-dir {summary_dir}: its {name} is an input ({clash}); "
+                    "refusing to overwrite it"
+                )
+                continue
+            outputs[sp.resolve()] = f"the batch's {name}"
+            every_out.append((f"--summary-dir {summary_dir}: {name}", sp))
     runs: dict[Path, str] = {}
     for j in jobs:
         for kind, p in (("out", j.out_path), ("HTML report", j.html_path)):
@@ -284,9 +351,12 @@ def _check_outputs(manifest: Path, jobs: Sequence[BatchJob], extra: Iterable[Pat
                 continue
             key = p.resolve()
             if key in outputs:
-                problems.append(f"job {j.id}: {kind} {p} is also written by job {outputs[key]}")
+                owner = outputs[key]
+                by = owner if owner.startswith("the batch") else f"job {owner}"
+                problems.append(f"job {j.id}: {kind} {p} is also written by {by}")
                 continue
             outputs[key] = j.id
+            every_out.append((f"job {j.id}: {kind}", p))
         rkey = j.run_dir.resolve()
         if rkey in runs:
             problems.append(
@@ -294,6 +364,23 @@ def _check_outputs(manifest: Path, jobs: Sequence[BatchJob], extra: Iterable[Pat
                 "inputs and settings); drop one job or give it its own run_dir"
             )
         runs[rkey] = j.id
+    for label, p in every_out:
+        try:  # the place can be written, before any call (`finish_job` creates directories)
+            check_output_files([(label, p)], [], create=False)
+        except JobInputError as exc:
+            problems.append(str(exc))
+    for j in jobs:
+        own_report = j.run_dir / REPORT_FILE
+        # A job's own out may be its run's report.json (the same report is written there).
+        outs = [
+            (label, p)
+            for label, p in every_out
+            if not (p == j.out_path and same_file(p, own_report))
+        ]
+        try:
+            check_run_dir(j.run_dir, named, outs, label=f"job {j.id}: run directory")
+        except JobInputError as exc:
+            problems.append(str(exc))
     prompt_dirs = {j.settings.prompt_dir for j in jobs}
     if len(prompt_dirs) > 1:
         # Prompt overrides are a process-wide setting of the prompt loader.

@@ -6,11 +6,13 @@ concurrency budget (`--concurrency`): the budget is enforced around the provider
 job's `Model`. Each job still gets its own `Model` wrapper because the wrapper accounts cost per
 claim id, and two jobs may both have a claim called `c1`.
 
-Each job's claims are scheduled by `loop.verify_claims`, as in `veritrail verify`, under one
-`--max-parallel-claims` bound for the whole batch. A fatal endpoint error (HTTP 401/403, unknown
-model, no quota) stops every job using that endpoint at once: the shared provider answers every
-later call with the same error without sending it, and no claim of those jobs starts any more
-(they are recorded as errors `not started: …` and verified by the next run).
+Each job's steps are built as `veritrail verify` builds them (`BatchJob.steps`: its plugged
+decomposer, selector or judge in place of the LM's), and its claims are scheduled by
+`loop.verify_claims`, as in `veritrail verify`, under one `--max-parallel-claims` bound for the
+whole batch. A fatal endpoint error (HTTP 401/403, unknown model, no quota) stops every job using
+that endpoint at once: the shared provider answers every later call with the same error without
+sending it, and no claim of those jobs starts any more (they are recorded as errors
+`not started: …` and verified by the next run).
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..lm.base import EndpointError
-from ..method.loop import lm_steps, verify_claims
+from ..method.loop import not_started, verify_claims
 from ..method.segment import SentenceIndex
 from ..records import ClaimResult
 from ..run.gcpolicy import engine_gc
-from .jobs import JobState, ModelSpec, oracle_steps
+from ..run.job import JobInputError
+from .jobs import JobState, ModelSpec
 from .progress import BatchEvents
 
 if TYPE_CHECKING:
@@ -154,9 +157,19 @@ class LocalExecutor:
             if model is not None:
                 models.append(model)
                 model.on_call = lambda ev: events.call(st.job.id, ev)
-                steps = lm_steps(model, sample_temperature=st.job.settings.sample_temperature)
-            else:
-                steps = oracle_steps(st.job.oracle_doc)
+            try:
+                # `veritrail verify`'s steps: the oracle's, or the LM's with the job's plugged
+                # steps in place (loaded here again over this job's own model).
+                steps = st.job.steps(model)
+            except JobInputError as exc:
+                # They loaded on the driver before any call (`driver.open_states`); a plugin
+                # that fails only now stops its job's claims, recorded as not started (exit 3,
+                # verified by the next run), not the batch.
+                for c in todo:
+                    r = not_started(c, str(exc))
+                    record(st, r)
+                    events.claim_finished(st.job.id, r, count_cost=False)
+                return
 
             def stop() -> str | None:
                 # Any job's fatal error on this endpoint stops this job too (`events`), as does

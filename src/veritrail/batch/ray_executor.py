@@ -48,6 +48,13 @@
 * **Model cache:** each worker opens the default cache of its own machine (`~/.cache/veritrail`,
   or `VERITRAIL_CACHE_DIR`), unless `--cache FILE` / `--cache-dir DIR` names a shared one.
 
+* **Starting:** a cluster to join (`--ray-address`, `RAY_ADDRESS`, `auto`) is reached first,
+  before any model call (`RayUnreachableError`, exit 3, instead of Ray's retries for many
+  minutes). A local Ray started here ends with the driver, even after `kill -9`: a watchdog
+  process ends what Ray's own fate-sharing leaves running (the raylet's agents).
+* **Steps:** a shard builds its job's steps with `run.job.build_steps`, as `veritrail verify`
+  does: the job's plugged decomposer, selector or judge (`ShardSpec.plugins`) in place.
+
 `ray` is an optional dependency (`pip install 'veritrail[ray]'`); it is imported only here.
 """
 
@@ -57,6 +64,8 @@ import asyncio
 import contextlib
 import json
 import os
+import subprocess
+import sys
 import time
 import uuid
 from collections import deque
@@ -65,12 +74,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..dag import Dag
-from ..errors import InputProblem
+from ..errors import InputProblem, RunFailure
 from ..method.config import VerifyConfig
 from ..method.loop import not_started
 from ..records import Claim, ClaimResult, SelectionIssue
 from ..redaction import redact
 from ..report import claim_from_dict
+from ..run.plugins import portable_spec
 from ..run.store import result_line
 from .jobs import JobState, ModelSpec
 from .local import Record
@@ -97,7 +107,17 @@ tuples: they pickle faster than dataclasses."""
 
 
 class RayUnavailableError(InputProblem, RuntimeError):
-    """`ray` is not installed, or the cluster cannot be reached."""
+    """`ray` is not installed, or a local Ray cannot be started (exit 2)."""
+
+
+class RayUnreachableError(RunFailure, RuntimeError):
+    """The Ray cluster named (`--ray-address`, `RAY_ADDRESS`, or `auto`'s latest cluster)
+    cannot be reached: found up front, before any model call, instead of waiting for Ray's own
+    retries, which go on for many minutes (exit 3: the run could not go on)."""
+
+
+PROBE_SECONDS = 10.0
+"""How long the driver tries to open a connection to the cluster's address before it gives up."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +140,9 @@ class ShardSpec:
     prompt_dir: str | None
     claim_issues: dict[str, list[SelectionIssue]] = field(default_factory=dict)
     """Issues met while extracting the shard's claims (they head each claim's issues)."""
+    plugins: tuple[tuple[str, str], ...] = ()
+    """The job's plugged steps, (kind, spec), specs as the worker loads them
+    (`run.plugins.portable_spec`: a plugin file by its absolute path)."""
     hook: TaskHook | None = None
     """Called in the worker as the shard starts, after it received its inputs (tests use it to
     kill the worker process on a first attempt)."""
@@ -320,8 +343,9 @@ async def _verify_shard(
     spec: ShardSpec, held: _HeldDag, layer: _RunLayer, emit: Callable[[Any], None]
 ) -> None:
     from ..lm.registry import describe_fatal
-    from ..method.loop import lm_steps, verify_claims
+    from ..method.loop import verify_claims
     from ..method.prompting import set_prompt_dir
+    from ..run.job import build_steps
     from .jobs import oracle_steps
 
     if spec.prompt_dir:
@@ -332,9 +356,15 @@ async def _verify_shard(
         # A `Model` wrapper per shard (it accounts cost per claim id, and two jobs may both
         # have a claim `c1`) over the worker's shared provider, cache and budget.
         model = pool.model(spec.model)
-        steps = lm_steps(model, sample_temperature=spec.sample_temperature)
-    else:
-        steps = oracle_steps(spec.oracle_doc)
+    # `veritrail verify`'s steps (the job's plugged ones in place), loaded in this worker over
+    # this shard's model; they loaded on the driver before any call, so a failure here is the
+    # shard's (its claims stay unrecorded: exit 3, run again).
+    steps = build_steps(
+        model,
+        dict(spec.plugins),
+        sample_temperature=spec.sample_temperature,
+        oracle=oracle_steps(spec.oracle_doc) if spec.model is None else None,
+    )
     told = False
 
     def fatal() -> Any:
@@ -484,9 +514,17 @@ class RayExecutor:
         self.keep_workers = keep_workers
         self.stats = RayStats()
         self._actors: list[Any] = []
+        self._started = False
+        self._owned = False
+        """This executor started or joined Ray (and shuts it down in `stop`)."""
+        self._watchdog: _Watchdog | None = None
 
     def connect(self) -> bool:
-        """Connect to (or start) Ray; True when this call started or joined it (and shuts it)."""
+        """Connect to (or start) Ray; True when this call started or joined it (and shuts it).
+
+        A cluster to join is reached up front (`RayUnreachableError`, within `PROBE_SECONDS`).
+        A local Ray started here gets a watchdog (`_Watchdog`) that ends its processes if this
+        process dies without shutting it down (`kill -9`)."""
         ray = _ray()
         if ray.is_initialized():
             return False
@@ -495,23 +533,54 @@ class RayExecutor:
             kwargs["address"] = self.address
         elif self.num_cpus is not None:
             kwargs["num_cpus"] = self.num_cpus
+        target = _cluster_address(self.address)
+        if target is not None:
+            _probe(target)
+        before = _child_pids()
         try:
             ray.init(**kwargs)
         except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise RayUnavailableError(f"cannot start or reach Ray: {redact(str(exc))}") from None
+            if target is not None:
+                raise RayUnreachableError(
+                    f"cannot reach the Ray cluster at {target.shown}: {redact(str(exc))}"
+                ) from None
+            raise RayUnavailableError(f"cannot start Ray: {redact(str(exc))}") from None
+        if target is None:
+            started = sorted(_child_pids() - before)
+            if started:  # none: `ray.init` joined a cluster it found itself
+                self._watchdog = _Watchdog.start(ray, started)
         return True
+
+    def start(self) -> None:
+        """Reach (or start) Ray before any model call (`driver.run_batch` calls it once the jobs
+        are checked); `run` calls it too. Idempotent; `stop` undoes it."""
+        if not self._started:
+            self._owned = self.connect()
+            self._started = True
+
+    def stop(self) -> None:
+        """Undo `start`: end the workers (unless kept, on a Ray this executor did not start) and
+        shut down a Ray it started or joined, with its watchdog. Idempotent."""
+        if not self._started:
+            return
+        self._started = False
+        if self._owned or not self.keep_workers:
+            self.close()
+        if self._owned:
+            self._owned = False
+            _ray().shutdown()
+        if self._watchdog is not None:
+            self._watchdog.stop()
+            self._watchdog = None
 
     def run(self, states: Sequence[JobState], record: Record, events: BatchEvents) -> None:
         """Verify what each job has left on Ray; `record` is called as each claim arrives."""
         ray = _ray()
-        owned = self.connect()
+        self.start()
         try:
             self._run(ray, states, record, events)
         finally:
-            if owned or not self.keep_workers:
-                self.close()
-            if owned:
-                ray.shutdown()
+            self.stop()
 
     def close(self) -> None:
         """End the worker actors kept by this executor (if any)."""
@@ -586,6 +655,7 @@ class RayExecutor:
                 max_parallel_claims=self.max_parallel_claims,
                 prompt_dir=job.settings.prompt_dir,
                 claim_issues={c.id: r.issues[c.id] for c in sh.claims if c.id in r.issues},
+                plugins=tuple((k, portable_spec(v)) for k, v in job.plugins.items()),
                 hook=self.hook,
                 send_interval=self.send_interval,
                 run=run_id,
@@ -754,3 +824,182 @@ def _task_error(exc: BaseException, what: str) -> str:
     text = f"{type(cause).__name__}: {cause}" if cause is not None else str(exc)
     first = text.strip().splitlines()[-1] if text.strip() else type(exc).__name__
     return redact(f"{what} failed: {first}"[:500])
+
+
+# -- reaching a cluster, and a local Ray that dies with its driver ---------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """The address of the cluster `ray.init` would join."""
+
+    host: str
+    port: int
+    shown: str
+    """The address as the user gave it (and as Ray resolves it, when that differs)."""
+
+
+def _parse_address(hostport: str, shown: str) -> _Target:
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise RayUnavailableError(f"Ray address {shown!r} is not host:port (or ray://host:port)")
+    return _Target(host.strip("[]"), int(port), shown)
+
+
+def _cluster_address(address: str | None) -> _Target | None:
+    """Where `ray.init(address=address)` would connect; None when it would start a local Ray.
+
+    `RAY_ADDRESS` and `auto` (the latest `ray start` cluster) are resolved as Ray resolves them
+    (`ray._private.services.canonicalize_bootstrap_address`; when this Ray has no such function,
+    only an address given as such is probed)."""
+    given = address or os.environ.get("RAY_ADDRESS") or None
+    if given is not None and given.startswith("ray://"):
+        return _parse_address(given[len("ray://") :], given)
+    try:
+        services: Any = __import__("ray._private.services", fromlist=["services"])
+        canonicalize = services.canonicalize_bootstrap_address
+    except (ImportError, AttributeError):
+        canonicalize = None
+    if canonicalize is None:
+        if given is None or given == "auto":
+            return None
+        return _parse_address(given, given)
+    try:
+        found = canonicalize(address)
+    except ConnectionError as exc:  # `auto`, and no cluster is running
+        raise RayUnreachableError(f"cannot reach a Ray cluster ({given}): {exc}") from None
+    except ValueError as exc:
+        raise RayUnavailableError(f"Ray address {given!r}: {exc}") from None
+    if not found:
+        return None
+    found = str(found)
+    shown = found if given in (None, "auto", found) else f"{given} ({found})"
+    if given is None:
+        shown += " (the latest cluster started with `ray start`)"
+    return _parse_address(found, shown)
+
+
+def _probe(target: _Target) -> None:
+    """Open (and close) a connection to the cluster's address; `RayUnreachableError` naming the
+    cause when that fails. A refused port or an unknown host is seen at once, a host that does
+    not answer after `PROBE_SECONDS`: `ray.init` would keep retrying for many minutes."""
+    import socket
+
+    try:
+        with socket.create_connection((target.host, target.port), timeout=PROBE_SECONDS):
+            pass
+    except OSError as exc:
+        why = (
+            f"no answer within {PROBE_SECONDS:.0f} s"
+            if isinstance(exc, TimeoutError)
+            else (exc.strerror or str(exc) or type(exc).__name__)
+        )
+        raise RayUnreachableError(
+            f"cannot reach the Ray cluster at {target.shown}: {why}. Is it running (`ray status` "
+            "on its head node)? Check --ray-address (or RAY_ADDRESS)"
+        ) from None
+
+
+def _child_pids() -> set[int]:
+    """The process ids of this process's children (psutil is in the `ray` extra)."""
+    import psutil
+
+    try:
+        return {int(p.pid) for p in psutil.Process().children()}
+    except psutil.Error:  # only a guard's input: without it there is no guard
+        return set()
+
+
+# Runs as `python -c` beside the driver (argv: the read end of a pipe from the driver, the pids
+# Ray started). Ray kills the processes the driver started when the
+# driver dies (`PR_SET_PDEATHSIG`), but not what those started in turn: the raylet's agents
+# (`ray::DashboardAgent`, `ray::RuntimeEnvAgent`) wait about a minute for the dead GCS before
+# they exit. The watchdog keeps a list of Ray's processes and their descendants (each second);
+# when the driver is gone (the pipe ends: the driver closed it after `ray.shutdown`, or died, even
+# by `kill -9`; or the watchdog's parent changed), it ends what is left of them: SIGTERM, then
+# SIGKILL after 5 s. psutil's process objects are checked against pid reuse.
+_WATCHDOG_SOURCE = """
+import os, signal, sys, threading
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: outlive it
+import psutil  # declared by the `ray` extra
+fd = int(sys.argv[1])
+roots = [int(x) for x in sys.argv[2:]]
+parent = os.getppid()
+seen = {}
+def look():
+    for pid in roots:
+        try:
+            top = psutil.Process(pid)
+            for p in [top, *top.children(recursive=True)]:
+                seen.setdefault(p.pid, p)
+        except psutil.Error:
+            pass
+gone = threading.Event()
+def wait():
+    try:
+        while os.read(fd, 1):
+            pass
+    finally:
+        gone.set()
+threading.Thread(target=wait, daemon=True).start()
+look()
+while not gone.wait(1.0) and os.getppid() == parent:
+    look()
+left = []
+for p in seen.values():
+    try:
+        if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+            p.terminate()
+            left.append(p)
+    except psutil.Error:
+        pass
+_, alive = psutil.wait_procs(left, timeout=5)
+for p in alive:
+    try:
+        p.kill()
+    except psutil.Error:
+        pass
+"""
+
+
+class _Watchdog:
+    """The watchdog process of a local Ray this driver started (see `_WATCHDOG_SOURCE`)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], fd: int) -> None:
+        self._proc = proc
+        self._fd: int | None = fd
+
+    @classmethod
+    def start(cls, ray: Any, pids: Sequence[int]) -> _Watchdog | None:
+        """Watch the processes `pids` (what `ray.init` started) and their descendants; None
+        where there is no watchdog (not POSIX, or it cannot be started: Ray's own cleanup
+        then applies)."""
+        if os.name != "posix":
+            return None
+        r, w = os.pipe()  # not inherited by what this process starts later (close-on-exec)
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", _WATCHDOG_SOURCE, str(r), *map(str, pids)],
+                pass_fds=(r,),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        except OSError:
+            os.close(w)
+            return None
+        finally:
+            os.close(r)
+        return cls(proc, w)
+
+    def stop(self) -> None:
+        """After `ray.shutdown()`: let the watchdog end what is left, and wait for it."""
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+        try:
+            self._proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()

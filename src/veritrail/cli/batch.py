@@ -2,9 +2,10 @@
 
 Exit status over all jobs, as `veritrail verify`'s: 0 every claim verified and no gate failed;
 1 a job's share of Not Fully Supported claims exceeds `--max-unsupported`; 2 bad manifest or
-input, found before any model call; 3 some claim could not be verified (wins over 1; also when
-an endpoint refused the run: bad key, unknown model, no quota — no further claim is started on
-that endpoint, in any job); 130 interrupted. See docs/scale.md.
+input (plugged steps that do not load included), found before any model call; 3 some claim
+could not be verified (wins over 1; also when an endpoint refused the run: bad key, unknown
+model, no quota — no further claim is started on that endpoint, in any job — or the Ray cluster
+cannot be reached); 130 interrupted. See docs/scale.md.
 """
 
 from __future__ import annotations
@@ -152,8 +153,9 @@ def batch(
 
     Exit status over all jobs: 0 every claim verified and no gate failed; 1 a job's gate
     (--max-unsupported) failed; 2 bad manifest or input (before any model call); 3 some claim
-    could not be verified, or an endpoint refused the run (bad key, unknown model, no quota: no
-    further claim starts on it, in any job); 130 interrupted. See docs/scale.md.
+    could not be verified, an endpoint refused the run (bad key, unknown model, no quota: no
+    further claim starts on it, in any job), or the Ray cluster cannot be reached; 130
+    interrupted. See docs/scale.md.
     """
     from ..batch import (
         BatchInputError,
@@ -193,6 +195,7 @@ def batch(
             config_path=config_path,
             html=html,
             extra_inputs=extra,
+            summary_dir=Path(summary_dir),
         )
     except (ManifestError, BatchInputError) as exc:
         _fail_lines(str(exc))
@@ -246,7 +249,8 @@ def batch(
         sys.exit(130)
     except (BatchInputError, RunStoreError) as exc:
         _fail_lines(str(exc))
-    except ExtractionFailed as exc:  # a `RayUnavailableError` is reported by the group: exit 2
+    # A `RayUnavailableError` (exit 2) or `RayUnreachableError` (exit 3) is reported by the group.
+    except ExtractionFailed as exc:
         fail(f"{redact(str(exc))}. Fix the endpoint and run the same command again.", 3)
     finally:
         signal.signal(signal.SIGTERM, previous)

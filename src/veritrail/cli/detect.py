@@ -1,22 +1,28 @@
-"""`veritrail detect`: whole-text hallucination detectors other than the VeriTrail loop (SPEC §6).
+"""`veritrail detect`: one text checked against its references by any registered detector (SPEC §6).
 
 The detector runs through the package's one protocol (`veritrail.detectors.base.Detector`): the
 text and its references become a DAG (`--dag` as given; `--text/--refs` as `base.text_dag`, the
-references as roots) with the whole text as the one claim.
+references as roots) with the whole text as the one claim. `--method` takes a method spec of
+`veritrail.detectors.registry` (the same as `veritrail eval --method`): `g2l` (the default)
+writes G2LDetect's own report (`detectors.g2l.report`); every other kind writes the
+``veritrail-detect-report`` (`detect_report`), whose ``detection`` is the detection as eval's
+predictions write it (`detectors.base.detection_to_json`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from ..dag import Dag, DagValidationError, load_dag
-from ..detectors.base import Detection, text_claim, text_dag
+from ..detectors.base import Detection, Detector, detection_to_json, text_claim, text_dag
 from ..detectors.g2l import (
     G2LConfig,
     G2LDetector,
@@ -26,22 +32,45 @@ from ..detectors.g2l import (
     g2l_report,
     references_from_dag,
 )
+from ..detectors.registry import BuildContext, MethodSpec, build_method, known_methods, needs_gold
+from ..detectors.registry import uses_model as method_uses_model
+from ..lm.model import Model
+from ..method.config import VerifyConfig
 from ..records import Claim
 from ..report import ReportFormatError, load_report, write_report
 from .common import fail as _fail
 from .common import model_options, open_model
 from .common import read_text as _read
 
-METHODS = ("g2l",)
+DETECT_REPORT_FORMAT = "veritrail-detect-report"
+DETECT_REPORT_VERSION = 1
+G2L_ONLY = ("attach_path", "reference_tokens", "max_depth", "max_nodes")
+"""Options of G2LDetect's own path (``--method g2l``)."""
+
+
+def _method_spec(ctx: click.Context, param: click.Parameter, value: str) -> MethodSpec:
+    """Parse ``kind[:key=value,...]`` and check the kind is registered (else a usage error)."""
+    try:
+        spec = MethodSpec.parse(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if spec.kind not in known_methods():
+        raise click.BadParameter(
+            f"unknown method {spec.kind!r}; known: {', '.join(known_methods())}"
+        )
+    return spec
 
 
 @click.command("detect")
 @click.option(
     "--method",
-    type=click.Choice(METHODS),
+    "spec",
     default="g2l",
     show_default=True,
-    help="Detector to run.",
+    callback=_method_spec,
+    help="Detector to run: a method spec as in `veritrail eval --method` (g2l, veritrail:q=3, "
+    "rag:k=15, direct, nli:model=DIR, sirg:classifier=DIR, ...; the gold oracle needs labels and "
+    "is refused). Only g2l writes G2LDetect's report and takes --attach and the tree options.",
 )
 @click.option(
     "--text",
@@ -101,7 +130,7 @@ METHODS = ("g2l",)
 )
 @click.argument("more_refs", nargs=-1, type=click.Path(exists=True, dir_okay=False))
 def detect(
-    method: str,
+    spec: MethodSpec,
     text_path: str | None,
     refs: tuple[str, ...],
     dag_path: str | None,
@@ -116,13 +145,26 @@ def detect(
     max_nodes: int,
     more_refs: tuple[str, ...],
 ) -> None:
-    """Check a text against reference documents with a whole-text detector (G2LDetect).
+    """Check a text against reference documents with a detector (G2LDetect by default).
 
     Either `--text OUTPUT --refs DOC [DOC...]`, or `--dag DAG.json` to check the final output
-    against the DAG's root nodes. Writes a JSON report listing every root-to-leaf path with its
-    verdict and the failing paths. With `--attach REPORT.json` the result is also stored under
-    `"g2l"` in an existing VeriTrail report, whose HTML rendering then shows a G2LDetect section.
+    against the DAG's root nodes. With `--method g2l`, writes a JSON report listing every
+    root-to-leaf path with its verdict and the failing paths; with `--attach REPORT.json` the
+    result is also stored under `"g2l"` in an existing VeriTrail report, whose HTML rendering then
+    shows a G2LDetect section. Any other `--method` writes the detector's verdict, score, evidence
+    and cost (docs/detectors.md).
     """
+    if spec.kind != "g2l":
+        ctx = click.get_current_context()
+        for name in G2L_ONLY:
+            if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT:
+                flag = "--" + name.removesuffix("_path").replace("_", "-")
+                _fail(f"{flag} is an option of --method g2l, not of {spec.kind!r}")
+        if needs_gold(spec.kind):
+            _fail(
+                f"method {spec.kind!r} replays gold labels, and a text checked by "
+                "`veritrail detect` has none (run it with `veritrail eval`)"
+            )
     all_refs = (*refs, *more_refs)
     host_report = None
     if attach_path is not None:
@@ -140,7 +182,8 @@ def detect(
         text = dag.node(dag.terminal).text
         claim = Claim(dag.terminal, text)
         show: Callable[[Dag], list[Reference]] = references_from_dag  # sorted, "node <id>"
-        source_names = [f"{dag_path}#{nid}" for nid in sorted(dag.roots)]
+        source_ids = sorted(dag.roots)
+        source_names = [f"{dag_path}#{nid}" for nid in source_ids]
         text_name = f"{dag_path}#{dag.terminal}"
     else:
         if text_path is None or not all_refs:
@@ -157,8 +200,22 @@ def detect(
 
         show = by_file_name
 
+        source_ids = ids
         source_names = list(all_refs)
         text_name = text_path
+    if spec.kind != "g2l":
+        _detect_registered(
+            spec,
+            dag,
+            claim,
+            open_it=lambda: open_model(model_name, base_url=base_url, cache=cache, threads=threads),
+            text=text,
+            text_source=text_name,
+            sources=source_names,
+            source_ids=source_ids,
+            out_path=out_path,
+        )
+        return
     try:
         cfg = G2LConfig(reference_tokens=reference_tokens, max_depth=max_depth, max_nodes=max_nodes)
     except ValueError as exc:
@@ -204,3 +261,95 @@ def detect(
     )
     for p in failing:
         click.echo("  ✗ " + " › ".join(p.nodes))
+
+
+def _detect_registered(
+    spec: MethodSpec,
+    dag: Dag,
+    claim: Claim,
+    *,
+    open_it: Callable[[], Model],
+    text: str,
+    text_source: str,
+    sources: Sequence[str],
+    source_ids: Sequence[str],
+    out_path: str,
+) -> None:
+    """Any registered detector but G2LDetect: build it, detect, write `detect_report`, print the
+    verdict. Exit 0 with a verdict or none, 3 when the detection records an error (a model
+    failure raised by the detector ends the command as G2LDetect's does)."""
+    model = open_it() if method_uses_model(spec.kind) else None
+    try:
+        built = build_method(spec, BuildContext(model=model, base_config=VerifyConfig()))
+    except (ValueError, RuntimeError, OSError) as exc:
+        _fail(str(exc))
+    found = asyncio.run(_run(built, model, dag, claim))
+    if isinstance(found.native, BaseException):
+        raise found.native
+    doc = detect_report(
+        found,
+        method=spec,
+        model=model,
+        text=text,
+        text_source=text_source,
+        sources=sources,
+        source_ids=source_ids,
+    )
+    Path(out_path).write_text(
+        json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    if found.error is not None:
+        _fail(f"{found.method} could not decide: {found.error}; report: {out_path}", 3)
+    score = "" if found.score is None else f" (score {found.score:.3f})"
+    verdict = found.verdict.value if found.verdict is not None else "no verdict"
+    click.echo(f"{found.method}: {verdict}{score}; report: {out_path}")
+
+
+async def _run(detector: Detector, model: Model | None, dag: Dag, claim: Claim) -> Detection:
+    """The one detection of `claim`; the model is closed afterwards."""
+    try:
+        (found,) = await detector.detect(dag, [claim])
+        return found
+    finally:
+        if model is not None:
+            await model.aclose()
+
+
+def detect_report(
+    found: Detection,
+    *,
+    method: MethodSpec,
+    model: Model | None,
+    text: str,
+    text_source: str,
+    sources: Sequence[str],
+    source_ids: Sequence[str],
+) -> dict[str, Any]:
+    """The ``veritrail-detect-report`` of one detection by a detector other than G2LDetect.
+
+    `references` name the reference files (or ``DAG#node``) and `reference_ids` the DAG node ids
+    they were given, in the same order, which the detection's evidence keys
+    (``[node id, sentence index]``) use.
+    """
+    spec = method.kind + (
+        ":" + ",".join(f"{k}={v}" for k, v in method.options) if method.options else ""
+    )
+    return {
+        "format": DETECT_REPORT_FORMAT,
+        "version": DETECT_REPORT_VERSION,
+        "method": spec,
+        "detector": found.method,
+        "model": model.name if model is not None else None,
+        "verdict": found.verdict.value if found.verdict is not None else None,
+        "score": found.score,
+        "text": text,
+        "text_source": text_source,
+        "references": list(sources),
+        "reference_ids": list(source_ids),
+        "detection": detection_to_json(found),
+        "cost": (
+            {step: asdict(c) for step, c in model.usage.per_step().items()}
+            if model is not None
+            else {}
+        ),
+    }

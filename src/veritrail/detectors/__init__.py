@@ -1,12 +1,20 @@
 """Detectors shipped beside the VeriTrail loop (SPEC §6), all behind one protocol.
 
+One place per detector: the detector, its records and its report format together.
+
 * `base` — the `Detector` protocol (``name`` + ``async detect(dag, claims, ...)``) and its one
   result record, `Detection` (docs/detectors.md);
 * `veritrail` — the loop itself and its gold oracle as detectors;
-* `baselines` — the paper's RAG and direct baselines and the NLI chunk baseline;
-* `g2l` — G2LDetect: text → hierarchical tree → root-to-leaf paths → per-path check → AND;
+* `baselines` — the paper's RAG and direct baselines (`embeddings`: RAG's retriever);
+* `nli` — a local NLI model, the NLI chunk baseline over it, and the NLI judge
+  (``verify --judge nli:PATH``);
+* `g2l/` — G2LDetect: text → hierarchical tree → root-to-leaf paths → per-path check → AND;
 * `sirg/` — SIRG, the white-box detector (needs the ``sirg`` extra);
-* `registry` — ``kind:key=value`` method specs (``veritrail eval --method``) → detectors.
+* `registry` — ``kind:key=value`` method specs (``veritrail eval --method``, ``veritrail
+  detect --method``) → detectors.
+
+The detectors speak the package's records (`veritrail.records`: `Claim`, `GoldClaim`,
+`SentenceKey`) and never import the evaluation that runs them (`veritrail.eval`).
 """
 
 from __future__ import annotations

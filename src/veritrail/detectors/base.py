@@ -6,11 +6,11 @@ A detector answers, for each claim about a DAG, whether the DAG's sources back i
         name: str
         async def detect(self, dag, claims, *, sentences=None, gold=None) -> list[Detection]
 
-VeriTrail (`detectors.veritrail`), its gold oracle, the paper's RAG and direct baselines and the
-NLI chunk baseline (`detectors.baselines`), G2LDetect (`detectors.g2l.G2LDetector`) and SIRG
-(`detectors.sirg.detector.SirgDetector`) all implement it; `veritrail eval` runs nothing else
-(`veritrail.eval.runner.run_eval`), and `veritrail detect` / `veritrail sirg detect` run their
-detector through it.
+VeriTrail (`detectors.veritrail`), its gold oracle, the paper's RAG and direct baselines
+(`detectors.baselines`), the NLI chunk baseline (`detectors.nli`), G2LDetect
+(`detectors.g2l.G2LDetector`) and SIRG (`detectors.sirg.detector.SirgDetector`) all implement it;
+`veritrail eval` runs nothing else (`veritrail.eval.runner.run_eval`), and `veritrail detect
+--method` (any registered detector) / `veritrail sirg detect` run their detector through it.
 
 Why this signature (read from how each detector was called before):
 
@@ -31,10 +31,10 @@ Why this signature (read from how each detector was called before):
   as an upper bound); every other detector ignores it, and a caller without labels leaves it out.
 * **A `name`**: the row label of the eval tables (``VeriTrail q=3``, ``RAG k=15``), unique per run.
 
-`Detection` is the former `veritrail.eval.runner.Prediction` (still importable under that name),
-so eval's outputs are unchanged: the flat cost fields, the loop's error stages and termination,
-and `detail`, a small JSON-ready mapping of what only one detector has (RAG's retrieved roots,
-direct's subset, NLI's best chunk), written into eval's predictions file. `native` holds the
+`Detection` is the record eval's predictions are written from (the same fields eval always
+wrote): the flat cost fields, the loop's error stages and termination, and `detail`, a small
+JSON-ready mapping of what only one detector has (RAG's retrieved roots, direct's subset, NLI's
+best chunk), written into eval's predictions file. `native` holds the
 detector's own full result object (VeriTrail's `ClaimResult`, G2LDetect's `G2LResult`, SIRG's
 `Detection` with its graph) — or, when the claim failed, the exception — for callers that render
 it (`veritrail detect` writes its G2L report from it); it is never serialised by eval.
@@ -51,10 +51,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..dag import Dag, Node
-from ..records import Claim, ErrorStageStatus, StepCost, Verdict
+from ..records import Claim, ErrorStageStatus, GoldClaim, SentenceKey, StepCost, Verdict
 
 if TYPE_CHECKING:
-    from ..eval.datasets import GoldClaim, SentenceKey
     from ..lm.model import Model
     from ..method.segment import SentenceIndex
 
@@ -91,14 +90,33 @@ class Detection:
     """The detector's own result object, or the exception when the claim failed (not written)."""
 
     @property
-    def claim_key(self) -> str:
-        """The claim's id under its former name (`Prediction.claim_key`)."""
-        return self.claim_id
-
-    @property
     def nodes_read_share(self) -> float:
         """Share of the DAG's nodes the detector read for this claim."""
         return self.nodes_read / self.nodes_total if self.nodes_total else 0.0
+
+
+def detection_to_json(p: Detection) -> dict[str, Any]:
+    """One detection as JSON (evidence as sorted [node, sentence] pairs; `native` left out): a
+    prediction in `veritrail eval`'s results.json, the ``detection`` of `veritrail detect`'s
+    report."""
+    return {
+        "method": p.method,
+        "claim": p.claim_id,
+        "verdict": p.verdict.value if p.verdict else None,
+        "score": p.score,
+        "evidence": sorted([list(k) for k in p.evidence]) if p.evidence is not None else None,
+        "lm_calls": p.lm_calls,
+        "input_tokens": p.input_tokens,
+        "output_tokens": p.output_tokens,
+        "dollars": p.dollars,
+        "nodes_read": p.nodes_read,
+        "nodes_total": p.nodes_total,
+        "error_stages": list(p.error_stages),
+        "error_stage_status": p.error_stage_status.value if p.error_stage_status else None,
+        "termination": p.termination,
+        "error": p.error,
+        "detail": p.detail,
+    }
 
 
 @runtime_checkable
@@ -198,6 +216,7 @@ __all__ = [
     "Detector",
     "check_detections",
     "claim_cost",
+    "detection_to_json",
     "error_text",
     "root_ids",
     "root_sentence_keys",

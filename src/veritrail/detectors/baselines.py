@@ -1,23 +1,17 @@
-"""The paper's baselines as `Detector`s (`detectors.base`), compared with VeriTrail by `veritrail eval`.
+"""The paper's LM baselines as `Detector`s (`detectors.base`), compared with VeriTrail by `veritrail eval`.
 
-All LM-based baselines end in the same verdict step as VeriTrail (`verdict.LMVerdictGenerator`
-through `verdict.judge_with_samples`), so differences come from what evidence reaches it:
+Both end in the same verdict step as VeriTrail (`verdict.LMVerdictGenerator` through
+`verdict.judge_with_samples`), so differences come from what evidence reaches it:
 
 * ``rag`` (`RagDetector`) — embed the root nodes and the claim, keep the top-k roots, one
   verdict call;
 * ``direct`` (`DirectDetector`) — all roots in one verdict call (a seeded random subset that fits
-  the token budget when they do not);
-* ``nli`` (`NLIChunkDetector`) — the NLI chunk baseline (AlignScore / MiniCheck style, no LM):
-  every root node cut into chunks of about ``chunk`` estimated tokens at sentence boundaries,
-  each chunk scored against the claim by a local sequence-classification model
-  (`veritrail.detectors.nli`), P(supported) = the maximum over chunks, Fully Supported at or
-  above ``threshold``. Options: ``model=PATH`` (required), ``chunk=350``, ``threshold=0.5``,
-  ``batch=8``. Its evidence is the sentences of the best chunk; it makes no LM calls.
+  the token budget when they do not).
 
-VeriTrail and its gold oracle are in `detectors.veritrail`, G2LDetect in `detectors.g2l`; method
-specs (``rag:k=15``) become detectors in `detectors.registry`. The names this module had before
-the `Detector` protocol (`Prediction`, `Method`, `VeriTrailMethod`, `RagMethod`, `build_method`,
-…) are still importable from here.
+The NLI chunk baseline (``nli``, no LM) is `detectors.nli.NLIChunkDetector`, beside the NLI model
+it runs. VeriTrail and its gold oracle are in `detectors.veritrail`, G2LDetect in
+`detectors.g2l`; method specs (``rag:k=15``) become detectors in `detectors.registry`, which
+imports this module (never the other way round).
 """
 
 from __future__ import annotations
@@ -26,7 +20,7 @@ import asyncio
 import hashlib
 import random
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..dag import Dag, PerDag
 from ..lm.model import Model, claim_scope
@@ -36,30 +30,15 @@ from ..method.keyterms import enabled as keyterms_enabled
 from ..method.segment import SentenceIndex
 from ..method.steps import VerdictInput
 from ..method.tokens import estimate_tokens
-from ..records import Claim, Verdict
+from ..records import Claim, GoldClaim, Verdict
 from .base import (
     Detection,
-    Detector,
     claim_cost,
     error_text,
     root_ids,
     root_sentence_keys,
 )
 from .embeddings import Embedder, top_k
-from .g2l import G2LDetector
-from .registry import (
-    BuildContext,
-    MethodFactory,
-    MethodSpec,
-    build_method,
-    known_methods,
-    register_method,
-)
-from .veritrail import OracleDetector, VeriTrailDetector, gold_oracle_steps
-from .veritrail import detection_from_result as prediction_from_result
-
-if TYPE_CHECKING:
-    from ..eval.datasets import GoldClaim, SentenceKey
 
 _DEFAULT = VerifyConfig()
 
@@ -224,125 +203,7 @@ class DirectDetector(_VerdictBaseline):
         }
 
 
-class NLIChunkDetector:
-    """The NLI chunk baseline (see the module docstring): max P(supported) over root chunks."""
-
-    kind = "nli"
-
-    def __init__(
-        self, name: str, model: Any, *, chunk_tokens: int = 350, threshold: float = 0.5
-    ) -> None:
-        self.name = name
-        self.model = model  # a `veritrail.detectors.nli.NLIModel`
-        self.chunk_tokens = chunk_tokens
-        self.threshold = threshold
-        # Chunks per DAG (several items may share one DAG file).
-        self._chunk_cache: PerDag[tuple[list[tuple[str, list[int]]], list[str]]] = PerDag()
-
-    def _chunks(
-        self, dag: Dag, sentences: SentenceIndex
-    ) -> tuple[list[tuple[str, list[int]]], list[str]]:
-        from .nli import chunk_sentences
-
-        def chunk(d: Dag) -> tuple[list[tuple[str, list[int]]], list[str]]:
-            keys: list[tuple[str, list[int]]] = []
-            texts: list[str] = []
-            for nid in root_ids(d):
-                sents = sentences.sentences(nid)
-                for group in chunk_sentences(sents, self.chunk_tokens):
-                    keys.append((nid, group))
-                    texts.append(" ".join(sents[i] for i in group))
-            return keys, texts
-
-        return self._chunk_cache.get(dag, chunk)
-
-    async def detect(
-        self,
-        dag: Dag,
-        claims: Sequence[Claim],
-        *,
-        sentences: SentenceIndex | None = None,
-        gold: Mapping[str, GoldClaim] | None = None,
-    ) -> list[Detection]:
-        """Score every claim against every root chunk, one claim at a time."""
-        from .nli import nli_chunk_scores
-
-        keys, texts = self._chunks(dag, sentences if sentences is not None else SentenceIndex(dag))
-        n_roots = len(root_ids(dag))
-        out: list[Detection] = []
-        for c in claims:  # one claim at a time: the model is serialised anyway
-            verdict: Verdict | None = None
-            score: float | None = None
-            evidence: frozenset[SentenceKey] = frozenset()
-            error: str | None = None
-            native: Any = None
-            detail: dict[str, Any] = {"chunks": len(texts)}
-            if not texts:
-                verdict, score = Verdict.NOT_FULLY_SUPPORTED, 0.0
-            else:
-                try:
-                    scores = await asyncio.to_thread(nli_chunk_scores, self.model, texts, c.text)
-                    best = max(range(len(scores)), key=lambda i: scores[i][0])
-                    score = scores[best][0]
-                    verdict = (
-                        Verdict.FULLY_SUPPORTED
-                        if score >= self.threshold
-                        else Verdict.NOT_FULLY_SUPPORTED
-                    )
-                    nid, group = keys[best]
-                    evidence = frozenset((nid, i) for i in group)
-                    detail["best_chunk"] = {"node": nid, "sentences": group}
-                    native = scores
-                except Exception as exc:  # noqa: BLE001 - one claim's failure is recorded
-                    error, native = error_text(exc), exc
-            out.append(
-                Detection(
-                    method=self.name,
-                    claim_id=c.id,
-                    verdict=verdict,
-                    score=score,
-                    evidence=evidence if error is None else None,
-                    nodes_read=n_roots,
-                    nodes_total=len(dag),
-                    error=error,
-                    detail=detail,
-                    native=native,
-                )
-            )
-        return out
-
-
-# -- the names of before the Detector protocol (kept importable) -----------------------------------
-
-Prediction = Detection
-"""The eval's per-claim record is the detectors' `Detection`."""
-Method = Detector
-"""A method under evaluation is a `Detector`."""
-RagMethod = RagDetector
-DirectMethod = DirectDetector
-NLIChunkMethod = NLIChunkDetector
-G2LMethod = G2LDetector
-VeriTrailMethod = VeriTrailDetector
-
 __all__ = [
-    "BuildContext",
     "DirectDetector",
-    "DirectMethod",
-    "G2LMethod",
-    "Method",
-    "MethodFactory",
-    "MethodSpec",
-    "NLIChunkDetector",
-    "NLIChunkMethod",
-    "OracleDetector",
-    "Prediction",
     "RagDetector",
-    "RagMethod",
-    "VeriTrailDetector",
-    "VeriTrailMethod",
-    "build_method",
-    "gold_oracle_steps",
-    "known_methods",
-    "prediction_from_result",
-    "register_method",
 ]

@@ -11,8 +11,13 @@ downloaded: loading uses ``local_files_only=True``.
   verdict evidence (root texts and evidence summaries), hypothesis = the claim. Evidence longer
   than the model's window is cut into chunks at sentence boundaries and the claim is supported
   when one chunk entails it (max over chunks, as AlignScore and MiniCheck do).
-* `nli_chunk_scores` — the same max-over-chunks score for the eval baseline
-  ``nli:model=PATH,chunk=350`` (`veritrail.detectors.baselines.NLIChunkDetector`).
+* `nli_chunk_scores` — the same max-over-chunks score for the eval baseline;
+* `NLIChunkDetector` — that baseline as a `Detector` (``veritrail eval --method
+  nli:model=PATH,chunk=350``; AlignScore / MiniCheck style, no LM): every root node cut into
+  chunks of about ``chunk`` estimated tokens at sentence boundaries, each chunk scored against the
+  claim, P(supported) = the maximum over chunks, Fully Supported at or above ``threshold``
+  (options ``model=PATH`` required, ``chunk=350``, ``threshold=0.5``, ``batch=8``). Its evidence is
+  the sentences of the best chunk; it makes no LM calls.
 
 Label mapping (`label_roles`), read from ``config.id2label`` in any case: a label containing
 "entail" is entailment, "contradict" contradiction, "neutral" neutral; binary labels such as
@@ -32,17 +37,19 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..dag import Dag, PerDag
 from ..errors import InputProblem
-from ..method.segment import split_sentences
+from ..method.segment import SentenceIndex, split_sentences
 from ..method.steps import VerdictInput, VerdictOutcome
 from ..method.tokens import estimate_tokens
-from ..records import Claim, Verdict
+from ..records import Claim, GoldClaim, SentenceKey, Verdict
+from .base import Detection, error_text, root_ids
 
 DEFAULT_CHUNK_TOKENS = 350
 DEFAULT_THRESHOLD = 0.5
@@ -289,6 +296,93 @@ class NLIJudge:
             f"of {len(chunks)} (threshold {self.threshold:g}); P(contradiction) {con:.3f}."
         )
         return VerdictOutcome(verdict, reasoning)
+
+
+# --- the NLI chunk baseline as a detector ------------------------------------------------------
+
+
+class NLIChunkDetector:
+    """The NLI chunk baseline (see the module docstring): max P(supported) over root chunks."""
+
+    kind = "nli"
+
+    def __init__(
+        self, name: str, model: Any, *, chunk_tokens: int = 350, threshold: float = 0.5
+    ) -> None:
+        self.name = name
+        self.model = model  # an `NLIModel`
+        self.chunk_tokens = chunk_tokens
+        self.threshold = threshold
+        # Chunks per DAG (several items may share one DAG file).
+        self._chunk_cache: PerDag[tuple[list[tuple[str, list[int]]], list[str]]] = PerDag()
+
+    def _chunks(
+        self, dag: Dag, sentences: SentenceIndex
+    ) -> tuple[list[tuple[str, list[int]]], list[str]]:
+        def chunk(d: Dag) -> tuple[list[tuple[str, list[int]]], list[str]]:
+            keys: list[tuple[str, list[int]]] = []
+            texts: list[str] = []
+            for nid in root_ids(d):
+                sents = sentences.sentences(nid)
+                for group in chunk_sentences(sents, self.chunk_tokens):
+                    keys.append((nid, group))
+                    texts.append(" ".join(sents[i] for i in group))
+            return keys, texts
+
+        return self._chunk_cache.get(dag, chunk)
+
+    async def detect(
+        self,
+        dag: Dag,
+        claims: Sequence[Claim],
+        *,
+        sentences: SentenceIndex | None = None,
+        gold: Mapping[str, GoldClaim] | None = None,
+    ) -> list[Detection]:
+        """Score every claim against every root chunk, one claim at a time."""
+        keys, texts = self._chunks(dag, sentences if sentences is not None else SentenceIndex(dag))
+        n_roots = len(root_ids(dag))
+        out: list[Detection] = []
+        for c in claims:  # one claim at a time: the model is serialised anyway
+            verdict: Verdict | None = None
+            score: float | None = None
+            evidence: frozenset[SentenceKey] = frozenset()
+            error: str | None = None
+            native: Any = None
+            detail: dict[str, Any] = {"chunks": len(texts)}
+            if not texts:
+                verdict, score = Verdict.NOT_FULLY_SUPPORTED, 0.0
+            else:
+                try:
+                    scores = await asyncio.to_thread(nli_chunk_scores, self.model, texts, c.text)
+                    best = max(range(len(scores)), key=lambda i: scores[i][0])
+                    score = scores[best][0]
+                    verdict = (
+                        Verdict.FULLY_SUPPORTED
+                        if score >= self.threshold
+                        else Verdict.NOT_FULLY_SUPPORTED
+                    )
+                    nid, group = keys[best]
+                    evidence = frozenset((nid, i) for i in group)
+                    detail["best_chunk"] = {"node": nid, "sentences": group}
+                    native = scores
+                except Exception as exc:  # noqa: BLE001 - one claim's failure is recorded
+                    error, native = error_text(exc), exc
+            out.append(
+                Detection(
+                    method=self.name,
+                    claim_id=c.id,
+                    verdict=verdict,
+                    score=score,
+                    evidence=evidence if error is None else None,
+                    nodes_read=n_roots,
+                    nodes_total=len(dag),
+                    error=error,
+                    detail=detail,
+                    native=native,
+                )
+            )
+        return out
 
 
 # --- a tiny random model for tests and examples -------------------------------------------------

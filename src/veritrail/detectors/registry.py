@@ -10,17 +10,20 @@ registered factories and returns a `Detector` (`detectors.base`). Shipped kinds:
 * ``direct`` (``budget=``, ``seed=``, ``term_check=``) — `detectors.baselines.DirectDetector`;
 * ``g2l`` — `detectors.g2l.G2LDetector` against the root nodes;
 * ``nli`` (``model=PATH``, ``chunk=350``, ``threshold=0.5``, ``batch=8``) —
-  `detectors.baselines.NLIChunkDetector`;
+  `detectors.nli.NLIChunkDetector`;
 * ``sirg`` (``classifier=DIR`` required, ``model=smollm2``, ``method=attnlrp``, ``k=15``,
   ``selection=top_k``, ``tau=0``, ``max_targets=``, ``cache=DIR``) —
   `detectors.sirg.detector.SirgDetector` (needs the ``sirg`` extra).
 
 ``term_check=on|off`` (``veritrail``, ``rag``, ``direct``) turns the key-term check
-(`method.keyterms`) on or off for that method; without it the model decides (on for the
-embedded models), the same rule for the three methods.
+(`method.keyterms`) on or off for that method; without it the method's default for the model
+decides (`keyterms.on_by_default`: on for the embedded `local/` models), the same rule for the
+three methods.
 
 New kinds are added with `register_method(kind, factory)`; a factory gets the parsed spec and the
-run's shared settings (`BuildContext`) and returns any object with `name` and `detect`.
+run's shared settings (`BuildContext`) and returns any object with `name` and `detect`. Every
+registered kind runs in ``veritrail eval --method`` and in ``veritrail detect --method`` (one
+text against its references), except those that need gold labels (the oracle) in ``detect``.
 """
 
 from __future__ import annotations
@@ -79,12 +82,46 @@ class BuildContext:
 
 
 MethodFactory = Callable[[MethodSpec, BuildContext], Detector]
-_FACTORIES: dict[str, MethodFactory] = {}
 
 
-def register_method(kind: str, factory: MethodFactory) -> None:
-    """Make `kind` usable as ``--method kind:...`` (later registrations replace earlier ones)."""
-    _FACTORIES[kind] = factory
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    factory: MethodFactory
+    uses_model: bool
+    needs_gold: bool
+
+
+_KINDS: dict[str, _Kind] = {}
+
+
+def register_method(
+    kind: str, factory: MethodFactory, *, uses_model: bool = True, needs_gold: bool = False
+) -> None:
+    """Make `kind` usable as ``--method kind:...`` (later registrations replace earlier ones).
+
+    `uses_model`: the factory reads `BuildContext.model` (a caller without one need not build
+    it: ``veritrail detect`` opens the model only for such kinds). `needs_gold`: the detector
+    decides from the `gold` labels (the oracle), so it runs only where there are labels
+    (``veritrail eval``), not on an unlabelled text (``veritrail detect``).
+    """
+    _KINDS[kind] = _Kind(factory, uses_model, needs_gold)
+
+
+def _kind(kind: str) -> _Kind:
+    found = _KINDS.get(kind)
+    if found is None:
+        raise ValueError(f"unknown method {kind!r}; known: {', '.join(sorted(_KINDS))}")
+    return found
+
+
+def uses_model(kind: str) -> bool:
+    """Whether detectors of `kind` call the run's model (`register_method`'s `uses_model`)."""
+    return _kind(kind).uses_model
+
+
+def needs_gold(kind: str) -> bool:
+    """Whether detectors of `kind` need the gold labels (`register_method`'s `needs_gold`)."""
+    return _kind(kind).needs_gold
 
 
 def _need_model(spec: MethodSpec, ctx: BuildContext) -> Model:
@@ -186,8 +223,7 @@ def _g2l(spec: MethodSpec, ctx: BuildContext) -> Detector:
 def _nli(spec: MethodSpec, ctx: BuildContext) -> Detector:
     from pathlib import Path
 
-    from .baselines import NLIChunkDetector
-    from .nli import NLIModel
+    from .nli import NLIChunkDetector, NLIModel
 
     path = spec.get("model")
     if not path:
@@ -211,42 +247,33 @@ def _sirg(spec: MethodSpec, ctx: BuildContext) -> Detector:
         raise ValueError(f"method 'sirg' needs the sirg extra ({exc})") from None
 
 
-for _kind, _factory in (
-    ("veritrail", _veritrail),
-    ("oracle", _oracle),
-    ("rag", _rag),
-    ("direct", _direct),
-    ("g2l", _g2l),
-    ("nli", _nli),
-    ("sirg", _sirg),
-):
-    register_method(_kind, _factory)
+register_method("veritrail", _veritrail)
+register_method("oracle", _oracle, uses_model=False, needs_gold=True)
+register_method("rag", _rag)
+register_method("direct", _direct)
+register_method("g2l", _g2l)
+register_method("nli", _nli, uses_model=False)  # a local NLI model, not the run's model
+register_method("sirg", _sirg, uses_model=False)  # its own white-box model (``model=``)
 
 
 def build_method(spec: MethodSpec | str, ctx: BuildContext) -> Detector:
     """Instantiate a detector from its spec (`ValueError` names a bad spec)."""
     s = MethodSpec.parse(spec) if isinstance(spec, str) else spec
-    factory = _FACTORIES.get(s.kind)
-    if factory is None:
-        raise ValueError(f"unknown method {s.kind!r}; known: {', '.join(sorted(_FACTORIES))}")
-    return factory(s, ctx)
-
-
-build_detector = build_method
-"""`build_method` under the protocol's vocabulary."""
+    return _kind(s.kind).factory(s, ctx)
 
 
 def known_methods() -> list[str]:
     """Registered method kinds."""
-    return sorted(_FACTORIES)
+    return sorted(_KINDS)
 
 
 __all__ = [
     "BuildContext",
     "MethodFactory",
     "MethodSpec",
-    "build_detector",
     "build_method",
     "known_methods",
+    "needs_gold",
     "register_method",
+    "uses_model",
 ]

@@ -13,17 +13,14 @@ sentences anywhere in the trail) and keep the `ClaimResult` itself in `Detection
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..dag import Dag
 from ..method.config import VerifyConfig
 from ..method.segment import SentenceIndex
 from ..method.steps import Steps
-from ..records import Claim, ClaimResult
+from ..records import Claim, ClaimResult, GoldClaim
 from .base import Detection
-
-if TYPE_CHECKING:
-    from ..eval.datasets import GoldClaim
 
 
 def detection_from_result(method: str, key: str, dag: Dag, r: ClaimResult) -> Detection:

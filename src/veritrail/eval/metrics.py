@@ -18,8 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..records import Verdict
-from .datasets import SentenceKey
+from ..records import SentenceKey, Verdict
 
 FS = Verdict.FULLY_SUPPORTED
 NFS = Verdict.NOT_FULLY_SUPPORTED

@@ -5,7 +5,7 @@ an `EvalSummary`: one `MethodRow` per method (the rows of the paper's Table 1) p
 exclusion counts, AUROC, evidence scores, costs and the error-stage analysis.
 
 A method is any `veritrail.detectors.base.Detector`: the runner calls its `detect` and nothing
-else, and a prediction is the detector's `Detection` (`Prediction` is the same record).
+else, and a prediction is the detector's `Detection`.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..detectors.base import Detection, Detector, check_detections
+from ..display import CallTotals, fmt_duration, fmt_int
 from ..method.segment import SentenceIndex
 from ..records import ErrorStageStatus
-from ..run.progress import CallTotals, fmt_duration, fmt_int
 from .datasets import EvalDataset, GoldClaim, claim_key
 from .metrics import (
     FS,
@@ -39,11 +39,6 @@ from .metrics import (
     stage_agreement,
 )
 
-Prediction = Detection
-"""One method's answer for one claim: the detector's `Detection`."""
-Method = Detector
-"""A method under evaluation: any `Detector`."""
-
 
 @dataclass(slots=True)
 class EvalRun:
@@ -52,7 +47,7 @@ class EvalRun:
     dataset: str
     gold: dict[str, GoldClaim]
     methods: list[str]
-    predictions: dict[str, dict[str, Prediction]]
+    predictions: dict[str, dict[str, Detection]]
     meta: dict[str, Any] = field(default_factory=dict)
 
 
@@ -129,7 +124,7 @@ class EvalProgress(CallTotals):
 
 async def run_eval(
     ds: EvalDataset,
-    methods: Sequence[Method],
+    methods: Sequence[Detector],
     *,
     max_parallel_items: int = 2,
     progress: Progress | None = None,
@@ -141,7 +136,7 @@ async def run_eval(
     them). A method must answer every claim of an item, in order (`RuntimeError` otherwise).
     """
     gold = {claim_key(it.id, c.id): c for it in ds.items for c in it.claims}
-    preds: dict[str, dict[str, Prediction]] = {m.name: {} for m in methods}
+    preds: dict[str, dict[str, Detection]] = {m.name: {} for m in methods}
     if len(preds) != len(methods):
         raise ValueError("two methods share a name; give them different settings")
     sem = asyncio.Semaphore(max(1, max_parallel_items))
@@ -331,25 +326,3 @@ def summarize(run: EvalRun, *, bootstrap: int = 1000, seed: int = 0) -> EvalSumm
         stage_pairs=tuple(pairs),
         meta=run.meta,
     )
-
-
-def prediction_to_json(p: Prediction) -> dict[str, Any]:
-    """One prediction as JSON (evidence as sorted [node, sentence] pairs)."""
-    return {
-        "method": p.method,
-        "claim": p.claim_id,
-        "verdict": p.verdict.value if p.verdict else None,
-        "score": p.score,
-        "evidence": sorted([list(k) for k in p.evidence]) if p.evidence is not None else None,
-        "lm_calls": p.lm_calls,
-        "input_tokens": p.input_tokens,
-        "output_tokens": p.output_tokens,
-        "dollars": p.dollars,
-        "nodes_read": p.nodes_read,
-        "nodes_total": p.nodes_total,
-        "error_stages": list(p.error_stages),
-        "error_stage_status": p.error_stage_status.value if p.error_stage_status else None,
-        "termination": p.termination,
-        "error": p.error,
-        "detail": p.detail,
-    }

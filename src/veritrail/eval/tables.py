@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..detectors.base import detection_to_json
 from .metrics import StageRate
-from .runner import EvalRun, EvalSummary, MethodRow, prediction_to_json
+from .runner import EvalRun, EvalSummary, MethodRow
 
 RESULTS_VERSION = 1
 
@@ -231,6 +232,6 @@ def summary_to_json(summary: EvalSummary, run: EvalRun | None = None) -> dict[st
     if run is not None:
         doc["gold_labels"] = {k: g.label.value for k, g in run.gold.items()}
         doc["predictions"] = [
-            prediction_to_json(p) for m in run.methods for p in run.predictions[m].values()
+            detection_to_json(p) for m in run.methods for p in run.predictions[m].values()
         ]
     return doc

@@ -537,7 +537,7 @@
   ];
   // <<< EXTRA SECTIONS HOOK <<<
 
-  // G2LDetect (detectors/g2l.py g2l_report): status, then the failing root-to-leaf paths.
+  // G2LDetect (detectors/g2l/report.py g2l_report): status, then the failing root-to-leaf paths.
   function renderG2L(v, section) {
     if (!v || !Array.isArray(v.paths)) { renderJsonTree(v, section); return; }
     var cls = v.status === 'passed' ? 'fs' : v.status === 'failed' ? 'nfs' : 'err';

@@ -452,9 +452,6 @@ class LocalProvider:
     """Ask the method's steps for their concise reply formats (`Model.concise_replies`): on a few
     CPU cores every generated token costs ~70 ms and every prompt token of the next step ~25 ms,
     so free-text fields are bounded (issue 19; docs/models.md, "Embedded model")."""
-    term_check = True
-    """Run the key-term check on this model's verdicts unless the settings say otherwise
-    (`method.keyterms`): the small embedded models call nearly every claim Fully Supported."""
 
     def __init__(
         self,

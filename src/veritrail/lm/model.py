@@ -258,9 +258,6 @@ class Model:
         # Whether the method's steps should use their concise reply formats (bounded free text):
         # a provider says so with a `concise_replies = True` attribute (the embedded model does).
         self.concise_replies: bool = bool(getattr(provider, "concise_replies", False))
-        # Whether the key-term check runs by default on this model's verdicts (`method.keyterms`):
-        # a provider says so with `term_check = True` (the embedded models do).
-        self.term_check: bool = bool(getattr(provider, "term_check", False))
         self.usage = Usage()
         self.max_reasks = max_reasks
         self.cache = cache

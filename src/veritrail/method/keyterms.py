@@ -14,9 +14,11 @@ on WiCE (it calls almost every claim Fully Supported; its own label probabilitie
 condition, not a judge: it never makes a claim Fully Supported, and it can be wrong where a source
 words a term differently ("U.S." for "United States", "5" for "five").
 
-When it runs: `VerifyConfig.term_check` True or False decides; None (the default) leaves it to the
-model: on for the embedded `local/` models (their provider sets `term_check`), off for every
-other model, so the method with a capable judge is the paper's. Comparison is case-insensitive,
+When it runs: `VerifyConfig.term_check` True or False decides; None (the default) leaves it to
+the method's default for the judge's model (`on_by_default`): on for the embedded `local/`
+models, off for every other model, so the method with a capable judge is the paper's. That
+default is the method's policy, decided here from the model's name; the model layer knows
+nothing of it. Comparison is case-insensitive,
 over Unicode letters and digits, with a trailing "s" ignored on words longer than three letters
 ("Americans" matches "American").
 """
@@ -97,12 +99,25 @@ class VocabularyCache:
         return self._memo.get(dag, SourceVocabulary.of_dag)
 
 
+EMBEDDED_PROVIDER = "local"
+"""The provider part of the embedded models' names (``local/qwen2.5-coder-1.5b``)."""
+
+
+def on_by_default(model: Any) -> bool:
+    """The method's default for a judge's `model` (a `lm.model.Model`, or whatever a plugin
+    judge holds, or None): on for the embedded models, whose names (`Model.name`,
+    ``provider/model``) start with ``local/`` — their small judges call nearly every claim
+    Fully Supported — and off for every other model and for judges without a model."""
+    name = getattr(model, "name", None)
+    return isinstance(name, str) and name.partition("/")[0] == EMBEDDED_PROVIDER
+
+
 def enabled(setting: bool | None, model: Any) -> bool:
-    """Whether the check runs: the setting when given, else what the judge's model asks for
-    (`Model.term_check`: the embedded models)."""
+    """Whether the check runs: the setting when given, else the method's default for the
+    judge's model (`on_by_default`: the embedded models)."""
     if setting is not None:
         return setting
-    return bool(getattr(model, "term_check", False))
+    return on_by_default(model)
 
 
 def check_outcome(

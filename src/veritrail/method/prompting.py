@@ -51,7 +51,7 @@ def _override() -> Path | None:
 
 # The packages whose `prompts/` folder ships templates. The method's come first; template names
 # are unique across the folders (a test keeps them so).
-PROMPT_PACKAGES = ("veritrail.method", "veritrail.detectors", "veritrail.pipelines")
+PROMPT_PACKAGES = ("veritrail.method", "veritrail.detectors.g2l", "veritrail.pipelines")
 
 
 def _packaged_files() -> dict[str, Traversable]:

@@ -46,6 +46,10 @@ from .settings import (
     resolve_settings,
 )
 from .store import (
+    CLAIMS_FILE,
+    LOCK_FILE,
+    REPORT_FILE,
+    RESULTS_FILE,
     RUN_FILE,
     RunStore,
     RunStoreError,
@@ -71,6 +75,10 @@ DAG_FILE = "dag.json"
 """Where a run keeps a DAG it was given in memory (`veritrail check`, `veritrail.verify(dict)`)."""
 
 PARTIAL_REPORT = "partial-report.json"
+
+RUN_DIR_FILES = (RUN_FILE, CLAIMS_FILE, RESULTS_FILE, REPORT_FILE, PARTIAL_REPORT, LOCK_FILE)
+"""The files a run writes in its run directory (`DAG_FILE` too, for a DAG given in memory):
+no input may be one of them (`check_run_dir`)."""
 
 
 class ExitCode(IntEnum):
@@ -274,7 +282,8 @@ def check_outputs(
     create: bool = True,
 ) -> None:
     """Refuse (`JobInputError`, before any model call) outputs that would overwrite an input,
-    collide with each other, are directories, or cannot be written.
+    collide with each other, are directories, or cannot be written (`check_output_files` for
+    `--out` and `--html`).
 
     A missing parent directory of `--out`/`--html` is created here, up front (so a typo in a
     directory name costs nothing but an empty directory, and an unwritable place is found before
@@ -283,39 +292,107 @@ def check_outputs(
     outs = ([("--out", out)] if out is not None else []) + (
         [("--html", html)] if html is not None else []
     )
+    check_output_files(outs, inputs, create=create)
+
+
+def check_output_files(
+    outs: Sequence[tuple[str, Path]],
+    inputs: Sequence[tuple[str, str]],
+    *,
+    create: bool = True,
+) -> None:
+    """`check_outputs` for any (label, path) outputs, e.g. a batch's reports and summary files:
+    none is an input or a directory, no two are the same file, and each one's directory exists
+    (created when missing and `create`; else the nearest existing directory above it must take
+    it) and can be written. Raises `JobInputError` naming the first problem by its label."""
     for flag, path in outs:
         for what, given in inputs:
             if same_file(path, Path(given)):
                 raise JobInputError(f"{flag} {path} is the {what}; an input is never overwritten")
         if path.is_dir():
             raise JobInputError(f"{flag} {path} is a directory; give a file name")
-    if html is not None and out is not None and same_file(out, html):
-        raise JobInputError(
-            f"--out and --html are the same file ({out}); give them different names"
-        )
+    for i, (flag, path) in enumerate(outs):
+        for other, other_path in outs[i + 1 :]:
+            if same_file(path, other_path):
+                raise JobInputError(
+                    f"{flag} and {other} are the same file ({path}); give them different names"
+                )
     for flag, path in outs:
         parent = path.parent
-        if parent.exists() and not parent.is_dir():
-            raise JobInputError(f"{flag} {path}: {parent} is not a directory")
+        # Every ancestor, not only the parent: `a/b/out.json` where `a` is a regular file
+        # would fail in mkdir below with a less clear message.
+        blocker = next((d for d in (parent, *parent.parents) if d.exists()), None)
+        if blocker is not None and not blocker.is_dir():
+            raise JobInputError(f"{flag} {path}: {blocker} is not a directory")
+        where = parent
         if not parent.exists():
             if not create:
-                continue
-            try:
-                parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise JobInputError(
-                    f"{flag} {path}: cannot create the directory {parent}: {exc.strerror or exc}"
-                ) from None
+                if blocker is None:
+                    continue
+                where = blocker  # nothing is created: the directory to create it in is tried
+            else:
+                try:
+                    parent.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise JobInputError(
+                        f"{flag} {path}: cannot create the directory {parent}: "
+                        f"{exc.strerror or exc}"
+                    ) from None
         # Really try: os.access is wrong on read-only mounts, ACLs and for root.
         try:
-            fd, probe = tempfile.mkstemp(dir=parent, prefix=".veritrail-probe.")
+            fd, probe = tempfile.mkstemp(dir=where, prefix=".veritrail-probe.")
         except OSError as exc:
             raise JobInputError(
-                f"{flag} {path}: cannot write in {parent}: {exc.strerror or exc}"
+                f"{flag} {path}: cannot write in {where}: {exc.strerror or exc}"
             ) from None
         os.close(fd)
         with contextlib.suppress(OSError):
             os.unlink(probe)
+
+
+def run_dir_files(
+    run_dir: Path, *, dag_in_memory: bool = False, new_run: bool = True
+) -> list[Path]:
+    """The files the run writes in `run_dir` (`RUN_DIR_FILES`; `DAG_FILE` when the run's DAG
+    was given in memory: only then is `dag.json` the run's own file). `new_run=False` (`resume`
+    of an existing run): `claims.json` is only read, never written again."""
+    names = [*RUN_DIR_FILES, *([DAG_FILE] if dag_in_memory else [])]
+    if not new_run:
+        names.remove(CLAIMS_FILE)
+    return [run_dir / n for n in names]
+
+
+def check_run_dir(
+    run_dir: Path,
+    inputs: Sequence[tuple[str, str]],
+    outs: Sequence[tuple[str, Path]] = (),
+    *,
+    dag_in_memory: bool = False,
+    new_run: bool = True,
+    label: str = "--run-dir",
+) -> None:
+    """Refuse (`JobInputError`, before any model call) a run directory whose own files
+    (`run_dir_files`) include an input the user gave — `--run-dir .` beside a DAG named
+    `report.json`, or a claims file named `claims.json`, would be overwritten by the run — and
+    outputs (`outs`, (label, path)) that are one of them; `--out` may be the run's own
+    `report.json` (the same report is written there)."""
+    own = run_dir_files(run_dir, dag_in_memory=dag_in_memory, new_run=new_run)
+    for f in own:
+        for what, given in inputs:
+            if same_file(f, Path(given)):
+                raise JobInputError(
+                    f"{label} {run_dir}: the run writes its {f.name} there, and {given} is the "
+                    f"{what}; an input is never overwritten: give another run directory or "
+                    "rename the file"
+                )
+    for flag, path in outs:
+        for f in own:
+            if flag == "--out" and f.name == REPORT_FILE:
+                continue
+            if same_file(path, f):
+                raise JobInputError(
+                    f"{flag} {path} is the run's own {f.name} in {run_dir}; give another name"
+                )
 
 
 def _input_paths(
@@ -392,6 +469,7 @@ def prepare_job(
         raise JobInputError("--oracle needs --claims (the oracle answers for the claims it lists)")
     if oracle_path is not None and not Path(oracle_path).is_file():
         raise JobInputError(f"oracle file {oracle_path} not found")
+    check_oracle_alone(settings, oracle_path is not None)
     name = model_name(settings, oracle_path)
     if settings.prompt_dir:
         check_prompt_dir(settings.prompt_dir)
@@ -402,6 +480,8 @@ def prepare_job(
         config=result_config(settings, oracle_path),
     )
     rdir = Path(run_dir) if run_dir else default_run_dir(settings.runs_dir, name_for_dir, fp)
+    outs = [(f, p) for f, p in (("--out", out), ("--html", html_path)) if p is not None]
+    check_run_dir(rdir, inputs, outs, dag_in_memory=dag_bytes is not None)
     return Job(
         dag=the_dag,
         dag_path=dag_path if dag_path is not None else str(rdir / DAG_FILE),
@@ -476,6 +556,9 @@ def job_from_run_dir(
     stored_html = info.extra.get("html_path")
     html_path = html_target(html, out) or (Path(stored_html) if stored_html else None)
     inputs = _input_paths(dag_path, info.claims_path, oracle_path, None, settings)
+    outs = [(f, p) for f, p in (("--out", out), ("--html", html_path)) if p is not None]
+    # A run made before this check may keep its DAG among the files finishing it writes.
+    check_run_dir(Path(run_dir), inputs, outs, new_run=False, label="the run directory")
     check_outputs(out, html_path, inputs)
     # The report names the DAG as the original command did, so a resumed report equals an
     # uninterrupted one.
@@ -537,33 +620,83 @@ def build_model(job: Job) -> Model:
     )
 
 
-def _steps(job: Job, model: Model | None) -> Steps:
+ORACLE_ALONE = "it cannot be combined with --decomposer, --selector or --judge"
+
+
+def step_specs(settings: Settings) -> dict[str, str]:
+    """The plugged steps of `settings`: kind -> spec, for the kinds given (`decomposer`,
+    `selector`, `judge`; from flags, `VERITRAIL_*`, the config file or a manifest line)."""
+    given = {
+        "decomposer": settings.decomposer,
+        "selector": settings.selector,
+        "judge": settings.judge,
+    }
+    return {k: v for k, v in given.items() if v}
+
+
+def check_oracle_alone(
+    settings: Settings, oracle: bool, *, name: str = "--oracle", steps: str = ORACLE_ALONE
+) -> None:
+    """An oracle answers every step, so a plugged step beside it is a usage conflict
+    (`JobInputError`, exit 2): `verify` and `batch` refuse it alike. `name` names the oracle
+    and `steps` the plugged steps in the message (`verify`'s flags, a manifest's settings)."""
+    plugged = step_specs(settings)
+    if oracle and plugged:
+        given = ", ".join(f"{k} {v}" for k, v in plugged.items())
+        raise JobInputError(f"{name} answers every step: {steps} ({given})")
+
+
+def build_steps(
+    model: Model | None,
+    plugins: Mapping[str, str],
+    *,
+    sample_temperature: float,
+    oracle: Steps | None = None,
+) -> Steps:
+    """The steps a run verifies with: `oracle`'s when given (no plugged step may go with it),
+    else the LM steps over `model` with the steps `plugins` names (kind -> spec) in their place,
+    each checked while it runs (`plugins.plugged_steps`).
+
+    The one place steps are built for a run: `veritrail verify` and `resume` (`run_job`) and
+    both executors of `veritrail batch` (the local one and each Ray shard), so a plugged step is
+    applied wherever a claim is verified. Raises `JobInputError` (exit 2), before any model
+    call, for a spec that cannot be loaded.
+    """
+    if oracle is not None:
+        if plugins:
+            raise JobInputError(f"an oracle answers every step: {ORACLE_ALONE}")
+        return oracle
     from ..method.loop import lm_steps
 
-    s = job.settings
-    plugged = {"decomposer": s.decomposer, "selector": s.selector, "judge": s.judge}
-    if job.oracle_path is not None:
-        from ..method.oracle import Oracle, OracleError
-
-        if any(plugged.values()):
-            raise JobInputError(
-                "--oracle answers every step: it cannot be combined with --decomposer, "
-                "--selector or --judge"
-            )
-        try:
-            return Oracle.from_file(job.oracle_path).steps()
-        except OracleError as exc:
-            raise JobInputError(str(exc)) from None
-    assert model is not None
-    steps = lm_steps(model, sample_temperature=job.settings.sample_temperature)
-    if any(plugged.values()):
-        from .plugins import apply_steps, load_steps
+    if model is None:
+        raise JobInputError("the LM steps need a model (none is configured)")
+    steps = lm_steps(model, sample_temperature=sample_temperature)
+    if plugins:
+        from .plugins import plugged_steps
 
         try:  # before any model call: a bad spec is exit 2 with its reason
-            steps = apply_steps(steps, load_steps(plugged, model=model))
+            steps = plugged_steps(steps, plugins, model=model)
         except ValueError as exc:
             raise JobInputError(redact(str(exc))) from None
     return steps
+
+
+def _steps(job: Job, model: Model | None) -> Steps:
+    oracle: Steps | None = None
+    if job.oracle_path is not None:
+        from ..method.oracle import Oracle, OracleError
+
+        check_oracle_alone(job.settings, True)
+        try:
+            oracle = Oracle.from_file(job.oracle_path).steps()
+        except OracleError as exc:
+            raise JobInputError(str(exc)) from None
+    return build_steps(
+        model,
+        step_specs(job.settings),
+        sample_temperature=job.settings.sample_temperature,
+        oracle=oracle,
+    )
 
 
 def _fatal_of(model: Model | None) -> BaseException | None:

@@ -22,6 +22,12 @@ Plugins change results, so each loaded step records a fingerprint (`LoadedStep.f
 the spec, what it resolved to, and a digest — the SHA-256 of the plugin module's source file
 (only that file, not what it imports), or for ``nli:`` of the model's config and weight sizes.
 The run fingerprint includes it: another judge, or an edited plugin file, is another run.
+
+A plugin is checked while it runs too (`plugged_steps`, the one way `verify`, `resume` and `batch`
+build their steps): a step that returns what its protocol does not allow (a verdict that is not a
+`Verdict`, ...) or calls ``sys.exit`` ends that claim in error, naming the plugin (`PluginStepError`),
+and a plugin that calls ``sys.exit`` while it is imported or built is a `PluginError` like any
+other load failure: loading a plugin never ends the run silently.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import importlib
 import importlib.util
 import inspect
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -39,11 +45,19 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputProblem
-from ..method.steps import StepContext
+from ..method.loop import StepFailure
+from ..method.steps import (
+    Decomposition,
+    RawSelection,
+    StepContext,
+    VerdictOutcome,
+)
+from ..records import Verdict
 
 if TYPE_CHECKING:
     from ..lm.model import Model
-    from ..method.steps import Steps
+    from ..method.steps import EvidenceBatch, Steps, VerdictInput
+    from ..records import Claim
 
 GROUP = "veritrail.steps"
 """The entry-point group plugins register their steps under."""
@@ -56,6 +70,19 @@ _STEPS_FIELD = {"decomposer": "decomposer", "selector": "selector", "judge": "ju
 
 class PluginError(InputProblem, ValueError):
     """A step spec that cannot be loaded or does not implement its protocol."""
+
+
+class PluginStepError(StepFailure):
+    """A plugged step broke its protocol while verifying a claim (returned what the protocol
+    does not allow, or called ``sys.exit``): that claim ends in error, the plugin named."""
+
+
+def _why(exc: BaseException) -> str:
+    """What a plugin did, for a message: its exception, or the ``sys.exit`` it called (a plugin
+    that exits must not end veritrail with the plugin's status and no report)."""
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r})"
+    return f"{type(exc).__name__}: {exc}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,11 +127,9 @@ def _import_file(path: Path) -> ModuleType:
     sys.modules[name] = mod  # dataclasses and pickling look modules up by name
     try:
         spec.loader.exec_module(mod)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         sys.modules.pop(name, None)
-        raise PluginError(
-            f"plugin file {path} failed to import: {type(exc).__name__}: {exc}"
-        ) from exc
+        raise PluginError(f"plugin file {path} failed to import: {_why(exc)}") from exc
     return mod
 
 
@@ -122,10 +147,8 @@ def _resolve_target(target: str) -> tuple[Any, str, str]:
             mod = importlib.import_module(mod_name)
         except ImportError as exc:
             raise PluginError(f"cannot import plugin module {mod_name!r}: {exc}") from exc
-        except Exception as exc:
-            raise PluginError(
-                f"plugin module {mod_name!r} failed to import: {type(exc).__name__}: {exc}"
-            ) from exc
+        except (Exception, SystemExit) as exc:
+            raise PluginError(f"plugin module {mod_name!r} failed to import: {_why(exc)}") from exc
         source = f"{mod_name}:{attr}"
     obj: Any = mod
     for part in attr.split("."):
@@ -148,10 +171,8 @@ def _resolve_entry_point(name: str) -> tuple[Any, str, str]:
     ep = found[0]
     try:
         obj = ep.load()
-    except Exception as exc:
-        raise PluginError(
-            f"entry point {name!r} ({ep.value}) failed to load: {type(exc).__name__}: {exc}"
-        ) from exc
+    except (Exception, SystemExit) as exc:
+        raise PluginError(f"entry point {name!r} ({ep.value}) failed to load: {_why(exc)}") from exc
     dist = getattr(ep, "dist", None)
     source = ep.value + (f" ({dist.name} {dist.version})" if dist is not None else "")
     mod = sys.modules.get(ep.value.partition(":")[0])
@@ -179,8 +200,8 @@ def _instantiate(obj: Any, ctx: StepContext, source: str) -> Any:
         return obj(ctx) if params else obj()
     except PluginError:
         raise
-    except Exception as exc:
-        raise PluginError(f"plugin {source} failed to start: {type(exc).__name__}: {exc}") from exc
+    except (Exception, SystemExit) as exc:
+        raise PluginError(f"plugin {source} failed to start: {_why(exc)}") from exc
 
 
 def load_step(kind: str, spec: str, *, model: Model | None = None) -> LoadedStep:
@@ -193,16 +214,15 @@ def load_step(kind: str, spec: str, *, model: Model | None = None) -> LoadedStep
     if spec.startswith("nli:"):
         if kind != "judge":
             raise PluginError(f"nli:PATH is a judge, not a {kind}")
-        from ..detectors.nli import NLIJudge, NLIModel
+        from ..detectors.nli import NLIJudge
 
-        model_dir = spec[len("nli:") :]
-        nli = NLIModel(model_dir)  # NLIModelError is a ValueError with the reason
+        nli, digest = _nli_model(spec[len("nli:") :])
         return LoadedStep(
             kind,
             spec,
             NLIJudge(nli),
             f"nli:{nli.path}",
-            nli.fingerprint,
+            digest,
             {"labels": str(nli.roles)},
         )
     if ":" in spec:
@@ -214,6 +234,31 @@ def load_step(kind: str, spec: str, *, model: Model | None = None) -> LoadedStep
     if method is None or not inspect.iscoroutinefunction(method):
         raise _not_a(kind, source)
     return LoadedStep(kind, spec, step, source, digest)
+
+
+_NLI_MODELS: dict[tuple[str, str], Any] = {}
+"""NLI models loaded by this process, by (directory, `model_fingerprint`): a batch builds its
+steps once per job (and per Ray shard), which must not mean loading the weights each time. An
+`NLIModel` is thread-safe and holds no state of a run."""
+
+
+def _nli_model(model_dir: str) -> tuple[Any, str]:
+    """The loaded model of ``nli:model_dir`` (loaded once per process and model content) and
+    its digest. `NLIModelError` (a ValueError) with the reason when it cannot be loaded."""
+    from ..detectors.nli import NLIModel, model_fingerprint
+
+    path = Path(model_dir).expanduser().resolve()
+    try:
+        digest = model_fingerprint(path)
+    except OSError:
+        digest = ""  # no model there: NLIModel below says why
+    key = (str(path), digest)
+    nli = _NLI_MODELS.get(key) if digest else None
+    if nli is None:
+        nli = NLIModel(model_dir)  # NLIModelError is a ValueError with the reason
+        digest = digest or nli.fingerprint
+        _NLI_MODELS[(str(path), digest)] = nli
+    return nli, digest
 
 
 def _not_a(kind: str, source: str) -> PluginError:
@@ -233,6 +278,126 @@ def load_steps(
 def apply_steps(base: Steps, loaded: Mapping[str, LoadedStep]) -> Steps:
     """`base` with the loaded steps in place of its own."""
     return replace(base, **{_STEPS_FIELD[k]: s.step for k, s in loaded.items()})
+
+
+def plugged_steps(
+    base: Steps, specs: Mapping[str, str | None], *, model: Model | None = None
+) -> Steps:
+    """`base` with the steps `specs` name in its place, each checked while it runs
+    (`checked_step`): the one way a run's plugged steps are built, by `veritrail verify` and
+    `resume` (`run.job.build_steps`) and by both batch executors. Raises `PluginError` (before
+    any model call) for a spec that cannot be loaded."""
+    loaded = load_steps(specs, model=model)
+    return replace(base, **{_STEPS_FIELD[k]: checked_step(s) for k, s in loaded.items()})
+
+
+def portable_spec(spec: str) -> str:
+    """`spec` as another process loads it the same way: a plugin file's path made absolute
+    (against this process's working directory, as `load_step` reads it here); module, entry
+    point and ``nli:`` specs are returned as they are."""
+    spec = spec.strip()
+    if spec.startswith("nli:") or ":" not in spec:
+        return spec
+    mod_name, _, attr = spec.rpartition(":")
+    if mod_name.endswith(".py") or "/" in mod_name or "\\" in mod_name:
+        return f"{Path(mod_name).expanduser().resolve()}:{attr}"
+    return spec
+
+
+def checked_step(loaded: LoadedStep) -> Any:
+    """The loaded step wrapped so that a broken protocol ends the claim, not the run: what the
+    step returns is checked against its protocol, and a ``sys.exit`` inside it is caught; either
+    raises `PluginStepError` naming the plugin (the loop records it as the claim's error).
+    Every other attribute is the step's own (`model`, `concurrency`, ...)."""
+    wrapper = {"decomposer": _CheckedDecomposer, "selector": _CheckedSelector}.get(
+        loaded.kind, _CheckedJudge
+    )
+    return wrapper(loaded)
+
+
+class _Checked:
+    """What the three checked steps share: the plugin's name and attribute access."""
+
+    def __init__(self, loaded: LoadedStep) -> None:
+        self._inner = loaded.step
+        self._what = f"{loaded.kind} plugin {loaded.spec}"
+
+    def __getattr__(self, item: str) -> Any:
+        if item.startswith("__") or item == "_inner":
+            raise AttributeError(item)  # no recursion before __init__ (copy, pickle)
+        return getattr(self._inner, item)
+
+    def _broke(self, problem: str) -> PluginStepError:
+        return PluginStepError(f"{self._what} {problem}")
+
+    def _exited(self, exc: SystemExit) -> PluginStepError:
+        return self._broke(f"ended the claim: {_why(exc)}")
+
+
+def _shown(value: Any) -> str:
+    return f"{value!r}"[:200] + f" ({type(value).__name__})"
+
+
+class _CheckedDecomposer(_Checked):
+    async def decompose(self, claim: Claim, text: str) -> Sequence[str] | Decomposition:
+        """The plugin's parts of `text`, checked: a `Decomposition` or a list of strings."""
+        try:
+            got = await self._inner.decompose(claim, text)
+        except SystemExit as exc:
+            raise self._exited(exc) from None
+        if isinstance(got, Decomposition):
+            parts: list[Any] = list(got.parts)
+        elif isinstance(got, str | bytes) or not isinstance(got, Iterable):
+            raise self._broke(f"returned {_shown(got)}, not a list of strings or a Decomposition")
+        else:
+            parts = list(got)  # any iterable of parts, read once
+        bad = next((p for p in parts if not isinstance(p, str)), None)
+        if bad is not None:
+            raise self._broke(f"returned the part {_shown(bad)}: not a list of strings")
+        return got if isinstance(got, Decomposition) else parts
+
+
+class _CheckedSelector(_Checked):
+    async def select(
+        self, claim: Claim, subclaims: Sequence[str], batch: EvidenceBatch, *, sample: int = 0
+    ) -> RawSelection:
+        """The plugin's selection for `batch`, checked: a `RawSelection` with a text summary."""
+        try:
+            got = await self._inner.select(claim, subclaims, batch, sample=sample)
+        except SystemExit as exc:
+            raise self._exited(exc) from None
+        if not isinstance(got, RawSelection):
+            raise self._broke(f"returned {_shown(got)}, not a RawSelection")
+        if not isinstance(got.summary, str):
+            raise self._broke(f"returned the summary {_shown(got.summary)}, not a string")
+        return got
+
+
+class _CheckedJudge(_Checked):
+    async def judge(
+        self,
+        claim: Claim,
+        subclaims: Sequence[str],
+        evidence: Sequence[VerdictInput],
+        *,
+        sample: int = 0,
+    ) -> VerdictOutcome:
+        """The plugin's verdict, checked: a `VerdictOutcome` whose verdict is a `Verdict` (or
+        None with `error` set, an unreadable reply) and whose reasoning is a string."""
+        try:
+            got = await self._inner.judge(claim, subclaims, evidence, sample=sample)
+        except SystemExit as exc:
+            raise self._exited(exc) from None
+        if not isinstance(got, VerdictOutcome):
+            raise self._broke(f"returned {_shown(got)}, not a VerdictOutcome")
+        if got.verdict is not None and not isinstance(got.verdict, Verdict):
+            raise self._broke(
+                f"returned the verdict {_shown(got.verdict)}, not a Verdict "
+                f"({', '.join(f'Verdict.{v.name}' for v in Verdict)})"
+            )
+        if not isinstance(got.reasoning, str):
+            raise self._broke(f"returned the reasoning {_shown(got.reasoning)}, not a string")
+        return got
 
 
 def fingerprints(loaded: Mapping[str, LoadedStep]) -> dict[str, dict[str, str]]:

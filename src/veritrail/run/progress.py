@@ -33,60 +33,18 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TextIO
+from typing import Any, TextIO
 
 from rich.console import Console, Group, RenderableType
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
+from ..display import CallLike as CallLike
+from ..display import CallTotals as CallTotals
+from ..display import fmt_duration as fmt_duration
+from ..display import fmt_int as fmt_int
 from ..records import ClaimResult, Step, Verdict
-
-
-class CallLike(Protocol):
-    """The fields of `lm.model.CallEvent` progress reads (kept structural to avoid an import)."""
-
-    @property
-    def step(self) -> str: ...
-    @property
-    def claim(self) -> str | None: ...
-    @property
-    def cached(self) -> bool: ...
-    @property
-    def input_tokens(self) -> int: ...
-    @property
-    def output_tokens(self) -> int: ...
-    @property
-    def dollars(self) -> float: ...
-    @property
-    def error(self) -> str | None: ...
-
-
-@dataclass(kw_only=True)
-class CallTotals:
-    """Model calls, tokens and dollars, counted from the model's call events (`Model.on_call`):
-    the figures `verify`'s progress and `veritrail eval`'s progress line share."""
-
-    calls: int = 0
-    cached_calls: int = 0
-    failed_calls: int = 0
-    input_tokens: int = 0
-    cached_input_tokens: int = 0
-    """Of `input_tokens`, those the provider served from its prompt (prefix) cache."""
-    output_tokens: int = 0
-    dollars: float = 0.0
-
-    def call(self, event: CallLike) -> None:
-        """Count one model call: answered (cache hits included) or failed after every retry."""
-        if event.error is not None:
-            self.failed_calls += 1
-            return
-        self.calls += 1
-        self.cached_calls += int(event.cached)
-        self.input_tokens += event.input_tokens
-        self.cached_input_tokens += int(getattr(event, "cached_input_tokens", 0) or 0)
-        self.output_tokens += event.output_tokens
-        self.dollars += event.dollars
 
 
 @dataclass
@@ -130,25 +88,6 @@ class RunFigures(CallTotals):
         if not self.in_flight:
             return 0.0
         return 1 + sum(self.in_flight.values()) / len(self.in_flight)
-
-
-def fmt_int(n: float) -> str:
-    """12345 -> 12.3k, for compact lines."""
-    if n >= 1e6:
-        return f"{n / 1e6:.1f}M"
-    if n >= 1e4:
-        return f"{n / 1e3:.1f}k"
-    return f"{int(n)}"
-
-
-def fmt_duration(s: float) -> str:
-    """Seconds as 1h02m, 3m05s or 12s."""
-    s = max(0, round(s))
-    if s >= 3600:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    if s >= 60:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s}s"
 
 
 class ProgressReporter:

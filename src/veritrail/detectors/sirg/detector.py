@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...dag import Dag
-from ...records import Claim, Verdict
+from ...records import Claim, GoldClaim, Verdict
 from .. import base
 from .analysis import DEFAULT_QUERY, Analysis, Example, analyse
 from .attribution import Method
@@ -33,7 +33,6 @@ from .graph import (
 from .models import LazyLM, LoadedLM
 
 if TYPE_CHECKING:
-    from ...eval.datasets import GoldClaim
     from ...method.segment import SentenceIndex
 
 REPORT_KEY = "sirg"

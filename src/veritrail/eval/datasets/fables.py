@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from ...method.segment import split_sentences
-from ...records import Verdict
-from .format import EvalItem, GoldClaim, SentenceKey
+from ...records import GoldClaim, SentenceKey, Verdict
+from .format import EvalItem
 
 FABLES_LABELS: dict[str, Verdict | None] = {
     "Yes": Verdict.FULLY_SUPPORTED,

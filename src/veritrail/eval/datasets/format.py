@@ -7,8 +7,10 @@ optionally, gold evidence given as alternative sets of (node id, sentence index)
 indices are those of `veritrail.method.segment.split_sentences` on the node text, so they can be
 compared with an evidence trail directly.
 
-The records here (`EvalDataset`, `EvalItem`, `GoldClaim`) are also what the converters of the
-other modules (`wice`, `fables`, `layout`) produce.
+The records here (`EvalDataset`, `EvalItem`) and the labelled claim `GoldClaim` (defined in
+`veritrail.records`, with `SentenceKey` and `claim_key`, because the detectors speak them too;
+importable from here as before) are what the converters of the other modules (`wice`, `fables`,
+`layout`) produce.
 """
 
 from __future__ import annotations
@@ -24,40 +26,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ...dag import Dag, iter_node_records
 from ...errors import InputProblem
 from ...method.claims import claim_to_json
-from ...records import Claim, Verdict
+from ...records import Claim, GoldClaim, SentenceKey, Verdict, claim_key
 
 FORMAT_NAME = "veritrail-eval"
 FORMAT_VERSION = 1
 
-SentenceKey = tuple[str, int]
-"""(node id, 0-based sentence index within the node)."""
-
 
 class DatasetError(InputProblem, ValueError):
     """A dataset file or directory could not be read; the message names the file and item."""
-
-
-@dataclass(frozen=True, slots=True)
-class GoldClaim:
-    """One labelled claim. `gold_evidence` holds alternative gold sets (any one of them suffices)."""
-
-    id: str
-    text: str
-    label: Verdict
-    gold_evidence: tuple[frozenset[SentenceKey], ...] = ()
-    sentence_indices: tuple[int, ...] = ()
-    meta: Mapping[str, Any] = field(default_factory=dict)
-
-    def as_claim(self, item_id: str) -> Claim:
-        """The claim as the verifier sees it; its id is made unique across the dataset."""
-        return Claim(
-            id=claim_key(item_id, self.id), text=self.text, sentence_indices=self.sentence_indices
-        )
-
-
-def claim_key(item_id: str, claim_id: str) -> str:
-    """The dataset-wide key of a claim: ``item/claim`` (or just the id when both are equal)."""
-    return item_id if item_id == claim_id else f"{item_id}/{claim_id}"
 
 
 @dataclass(frozen=True, slots=True)

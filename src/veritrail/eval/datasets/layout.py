@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ...records import Verdict
+from ...records import GoldClaim, Verdict
 from .fables import FABLES_LABELS
-from .format import DatasetError, EvalItem, GoldClaim, nonblank_lines
+from .format import DatasetError, EvalItem, nonblank_lines
 
 LAYOUT_LABELS: dict[str, Verdict | None] = {
     # The paper's annotation labels for DiverseSumm+ (appendix B.2.2) and their mapping.

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ...method.segment import split_sentences
-from ...records import Verdict
-from .format import DatasetError, EvalItem, GoldClaim, SentenceKey, nonblank_lines
+from ...records import GoldClaim, SentenceKey, Verdict
+from .format import DatasetError, EvalItem, nonblank_lines
 
 WICE_LABELS: dict[str, Verdict] = {
     "supported": Verdict.FULLY_SUPPORTED,

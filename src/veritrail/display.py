@@ -1,0 +1,85 @@
+"""What every progress display shares: model-call totals and compact number and duration text.
+
+Three displays show a running job — `run.progress` (one verification), `batch.progress` (many)
+and `eval.runner.EvalProgress` (`veritrail eval`) — and they count model calls the same way and
+print figures the same way. That shared part lives here, in a module of its own, so the
+evaluation does not import the run layer to format a number (docs/architecture.md).
+
+* `CallTotals` — calls, cache hits, failures, tokens and dollars, counted from the model's call
+  events (`lm.model.Model.on_call`); `CallLike` is the part of `lm.model.CallEvent` it reads
+  (structural, so this module imports nothing of the model layer);
+* `fmt_int` — 12345 as ``12.3k``; `fmt_duration` — seconds as ``1h02m``, ``3m05s`` or ``12s``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class CallLike(Protocol):
+    """The fields of `lm.model.CallEvent` progress reads (kept structural to avoid an import)."""
+
+    @property
+    def step(self) -> str: ...
+    @property
+    def claim(self) -> str | None: ...
+    @property
+    def cached(self) -> bool: ...
+    @property
+    def input_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+    @property
+    def dollars(self) -> float: ...
+    @property
+    def error(self) -> str | None: ...
+
+
+@dataclass(kw_only=True)
+class CallTotals:
+    """Model calls, tokens and dollars, counted from the model's call events (`Model.on_call`):
+    the figures `verify`'s progress and `veritrail eval`'s progress line share."""
+
+    calls: int = 0
+    cached_calls: int = 0
+    failed_calls: int = 0
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    """Of `input_tokens`, those the provider served from its prompt (prefix) cache."""
+    output_tokens: int = 0
+    dollars: float = 0.0
+
+    def call(self, event: CallLike) -> None:
+        """Count one model call: answered (cache hits included) or failed after every retry."""
+        if event.error is not None:
+            self.failed_calls += 1
+            return
+        self.calls += 1
+        self.cached_calls += int(event.cached)
+        self.input_tokens += event.input_tokens
+        self.cached_input_tokens += int(getattr(event, "cached_input_tokens", 0) or 0)
+        self.output_tokens += event.output_tokens
+        self.dollars += event.dollars
+
+
+def fmt_int(n: float) -> str:
+    """12345 -> 12.3k, for compact lines."""
+    if n >= 1e6:
+        return f"{n / 1e6:.1f}M"
+    if n >= 1e4:
+        return f"{n / 1e3:.1f}k"
+    return f"{int(n)}"
+
+
+def fmt_duration(s: float) -> str:
+    """Seconds as 1h02m, 3m05s or 12s."""
+    s = max(0, round(s))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    if s >= 60:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s}s"
+
+
+__all__ = ["CallLike", "CallTotals", "fmt_duration", "fmt_int"]
