@@ -5,9 +5,9 @@ model layer and the oracle import on first use, so `veritrail dag validate` stay
 
 * `verify`, `check` (and `averify`, `acheck`) — one call, a `Report` back; `load_report` reads a
   saved one; `JobInputError`, `ArgumentTypeError`, `ClaimExtractionError`, `ExitCode` — what they raise and return;
-* `load_dag`, `Dag`, `DagValidationError` — the generation DAG (SPEC §2);
+* `load_dag`, `Dag`, `DagValidationError` — the generation DAG (docs/dag-format.md);
 * `Claim`, `Verdict`, `ClaimResult`, `Termination`, `ErrorStageStatus` — records;
-* `VerifyConfig`, `verify_claims`, `verify_claim`, `lm_steps` — the loop (SPEC §4);
+* `VerifyConfig`, `verify_claims`, `verify_claim`, `lm_steps` — the loop (docs/method.md);
 * `Oracle` — steps answered from a file; `load_claims` — the claims file;
 * `get_model`, `Model`, `FakeProvider` — the model layer;
 * `build_report`, `write_report` — the versioned report as a dict (`veritrail.report`);

@@ -1,4 +1,4 @@
-"""The generation DAG (SPEC §2): loading, validation, stages and traversal helpers.
+"""The generation DAG (docs/dag-format.md): loading, validation, stages and traversal helpers.
 
 File formats (documented in docs/dag-format.md, schema in `schemas/dag.schema.json`):
 

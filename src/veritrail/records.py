@@ -16,7 +16,7 @@ from typing import Any
 
 
 class Verdict(StrEnum):
-    """The three verdict labels of SPEC §4.3, spelled exactly as in reports."""
+    """The three verdict labels of docs/method.md#verdict, spelled exactly as in reports."""
 
     FULLY_SUPPORTED = "Fully Supported"
     NOT_FULLY_SUPPORTED = "Not Fully Supported"
@@ -33,7 +33,7 @@ class Verdict(StrEnum):
 
 
 class Termination(StrEnum):
-    """Why the loop stopped (SPEC §4.4 step 5), or `error` when a claim could not be finished."""
+    """Why the loop stopped (docs/method.md#candidates-and-termination), or `error` when a claim could not be finished."""
 
     ROOTS_ONLY = "roots_only"
     NO_CANDIDATES = "no_candidates"
@@ -44,7 +44,7 @@ class Termination(StrEnum):
 
 
 class ErrorStageStatus(StrEnum):
-    """Whether error stages could be named for a claim (SPEC §4.5)."""
+    """Whether error stages could be named for a claim (docs/method.md#provenance-and-error-stages)."""
 
     IDENTIFIED = "identified"
     NOT_IDENTIFIABLE = "not_identifiable"
@@ -56,11 +56,11 @@ class Step(StrEnum):
     `unparseable_reply` issues, progress events and the response cache's namespaces."""
 
     DECOMPOSITION = "decomposition"
-    """Sub-claim decomposition (SPEC §4.1), also claim extraction's decomposition stage."""
+    """Sub-claim decomposition (docs/method.md#sub-claims), also claim extraction's decomposition stage."""
     EVIDENCE_SELECTION = "evidence_selection"
-    """Evidence selection (SPEC §4.2) and its compression reruns (§4.3)."""
+    """Evidence selection (docs/method.md#evidence-selection) and its compression reruns (#verdict)."""
     VERDICT = "verdict"
-    """Verdict generation (SPEC §4.3); each call ends an iteration of its claim."""
+    """Verdict generation (docs/method.md#verdict); each call ends an iteration of its claim."""
     CLAIM_SELECTION = "claim_selection"
     """Claim extraction: does a sentence hold verifiable content."""
     CLAIM_DISAMBIGUATION = "claim_disambiguation"
@@ -125,7 +125,7 @@ class SelectionIssue:
 
 @dataclass(frozen=True, slots=True)
 class Iteration:
-    """One round of evidence selection + verdict (SPEC §4.5)."""
+    """One round of evidence selection + verdict (docs/method.md#provenance-and-error-stages)."""
 
     index: int
     nodes_checked: tuple[str, ...]
@@ -168,7 +168,7 @@ class StepCost:
 
 @dataclass(frozen=True, slots=True)
 class Cost:
-    """Cost of verifying one claim (SPEC §4.5)."""
+    """Cost of verifying one claim (docs/method.md#provenance-and-error-stages)."""
 
     lm_calls: int = 0
     cached_calls: int = 0

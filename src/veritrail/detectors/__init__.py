@@ -1,4 +1,4 @@
-"""Detectors shipped beside the VeriTrail loop (SPEC §6), all behind one protocol.
+"""Detectors shipped beside the VeriTrail loop (docs/detectors.md), all behind one protocol.
 
 One place per detector: the detector, its records and its report format together.
 

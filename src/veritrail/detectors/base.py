@@ -1,4 +1,4 @@
-"""One protocol for every detector (SPEC §6) and one result record.
+"""One protocol for every detector (docs/detectors.md) and one result record.
 
 A detector answers, for each claim about a DAG, whether the DAG's sources back it:
 

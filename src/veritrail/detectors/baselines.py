@@ -99,7 +99,7 @@ class _VerdictBaseline:
             if not inputs:
                 verdict = (
                     Verdict.NOT_FULLY_SUPPORTED
-                )  # nothing to read: SPEC §4.3's no-evidence rule
+                )  # nothing to read: the no-evidence rule of docs/method.md#verdict
             else:
                 try:
                     outcome, score = await judge_with_samples(

@@ -1,4 +1,4 @@
-"""Evaluation metrics of SPEC §7, in plain Python (numpy only for the bootstrap).
+"""Evaluation metrics of docs/evaluation.md#metrics, in plain Python (numpy only for the bootstrap).
 
 Conventions (docs/evaluation.md, "Metrics"):
 
@@ -104,7 +104,7 @@ def exclude_claims(
     gold: Mapping[str, Verdict],
     predictions: Mapping[str, Mapping[str, Verdict | None]],
 ) -> Exclusion:
-    """Keep the claims that every method labelled FS or NFS (SPEC §7), in `gold`'s order.
+    """Keep the claims that every method labelled FS or NFS (docs/evaluation.md#metrics), in `gold`'s order.
 
     A claim missing from a method's predictions counts as "no verdict".
     """

@@ -439,7 +439,7 @@
       path.forEach(function (n) { t.prov[n] = 1; t.provEdges[n + '>' + prev] = 1; prev = n; });
     });
     if (c.error_stage_status === 'identified') {
-      // SPEC 4.5: the non-root evidence nodes of the last Fully Supported iteration, or the terminal.
+      // docs/method.md#provenance-and-error-stages: the non-root evidence nodes of the last Fully Supported iteration, or the terminal.
       var lastFs = null;
       (c.iterations || []).forEach(function (it) { if (it.verdict === 'Fully Supported') lastFs = it; });
       var stagesSet = {};

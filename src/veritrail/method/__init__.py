@@ -1,4 +1,4 @@
-"""The VeriTrail method itself (SPEC §3–§4): the engine every run, API call and detector uses.
+"""The VeriTrail method itself (docs/method.md): the engine every run, API call and detector uses.
 
 One module per step, named after it: `subclaims` (decomposition), `evidence` (selection), `verdict`
 (verdict generation with compression), `loop` (Algorithm 1 over the DAG), `traceability`

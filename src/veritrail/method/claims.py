@@ -1,4 +1,4 @@
-"""Claims input (SPEC §3): the `--claims` file, and the seam for extraction from the terminal node.
+"""Claims input (docs/extraction.md): the `--claims` file, and the seam for extraction from the terminal node.
 
 File format: a JSON array whose items are strings or objects
 ``{"id": "c1", "text": "...", "sentence_indices": [0]}`` (`id` and `sentence_indices` optional), or an

@@ -1,4 +1,4 @@
-"""Settings of the verification loop (SPEC §4). Defaults follow the paper where it gives one."""
+"""Settings of the verification loop (docs/method.md). Defaults follow the paper where it gives one."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ class VerifyConfig:
     """Verdict input limit in tokens, applied always (set it to the model's context window)."""
     max_compression_reruns: int = 3
     samples: int = 1
-    """Soft prediction (SPEC §4.6): samples per evidence and verdict call; 1 = hard prediction."""
+    """Soft prediction (docs/method.md#soft-prediction): samples per evidence and verdict call; 1 = hard prediction."""
     threshold: int = 1
     """Soft prediction: votes needed for a sentence to count as evidence / a verdict to win."""
     sample_temperature: float = 0.2
@@ -45,7 +45,7 @@ class VerifyConfig:
 def fit_to_context(config: VerifyConfig, context_window: int | None) -> VerifyConfig:
     """Fill unset token limits from a model's context window (e.g. the embedded model's 8,192).
 
-    The verdict prompt must fit in one call (SPEC §4.3), so with no explicit `verdict_tokens` a
+    The verdict prompt must fit in one call (docs/method.md#verdict), so with no explicit `verdict_tokens` a
     model with a known window gets one: the window less room for the instructions, the claim and
     the reply (an eighth of the window, at least 2,048 tokens). Evidence prompts get the same cap
     unless their own limits are set. Explicit limits are never changed.

@@ -1,4 +1,4 @@
-"""Evidence selection (SPEC §4.2): batching, prompt-unique ids, id validation, the LM selector.
+"""Evidence selection (docs/method.md#evidence-selection): batching, prompt-unique ids, id validation, the LM selector.
 
 The engine, not the model, owns ids: every sentence of every excerpt in a prompt gets an integer
 id unique within that prompt; whatever the selector returns is checked against those ids (ranges
@@ -62,7 +62,7 @@ def selection_schema(
     until they hit their token cap. `concise` bounds the free-text fields (`steps.text_field`)
     and each id list to `CONCISE_MAX_IDS` items. `concise` with `roots_only` (a prompt of source
     documents only) bounds the summary and the missing note to empty strings: the verdict reads a
-    root in full and never its summary (SPEC §4.3), so on a small local model those tokens are
+    root in full and never its summary (docs/method.md#verdict), so on a small local model those tokens are
     time spent on nothing. The reply keeps its shape, and the ids come first in it, so the
     selection itself is the same as with the full format.
     """

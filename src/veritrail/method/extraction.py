@@ -1,4 +1,4 @@
-"""Claim extraction from a final output (SPEC §3), following the Claimify design.
+"""Claim extraction from a final output (docs/extraction.md), following the Claimify design.
 
 The text (the terminal node of a DAG, or any text) is split into sentences with the same
 segmenter the verifier uses, so a claim's `sentence_indices` point at the very sentences the

@@ -1,8 +1,8 @@
-"""The VeriTrail loop (SPEC §4.4, the paper's Algorithm 1) for one claim, and runs over many.
+"""The VeriTrail loop (docs/method.md#candidates-and-termination, the paper's Algorithm 1) for one claim, and runs over many.
 
 Per claim: decompose into sub-claims, then iterate evidence selection (`evidence`) → verdict
 (`verdict.decide_round`, compression included) → next candidates or stop (`rounds.next_round`,
-the three termination conditions in the order 1, 2, 3 of SPEC §4.4). A run's claims share one
+the three termination conditions in the order 1, 2, 3 of docs/method.md#candidates-and-termination). A run's claims share one
 `context.RunContext` (DAG, sentence index, read plans, steps, settings, the models' usage
 ledgers). Claims are independent and run concurrently; a claim that fails is recorded with
 `termination: error` and never stops the others.
@@ -52,7 +52,7 @@ def lm_steps(model: Model, *, sample_temperature: float = 0.2) -> Steps:
     """The default LM-based steps over one model, which they record (`Steps.models`): the run's
     costs are read from its usage ledger.
 
-    Hard prediction calls run at temperature 0; soft-prediction samples (SPEC §4.6) at
+    Hard prediction calls run at temperature 0; soft-prediction samples (docs/method.md#soft-prediction) at
     `sample_temperature`.
     """
     return Steps(

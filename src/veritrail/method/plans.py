@@ -1,4 +1,4 @@
-"""Read plans: which nodes a round reads, in which order and prompts (SPEC §4.2, §4.4).
+"""Read plans: which nodes a round reads, in which order and prompts (docs/method.md#evidence-selection, #candidates-and-termination).
 
 A plan depends on the set of nodes to read and the run's batching settings, never on the claim,
 so a run shares the plans of its large rounds between claims (`ReadPlans`, held by the run's

@@ -1,11 +1,11 @@
-"""Candidates and termination (SPEC §4.4 steps 3-5, the paper's Algorithm 1): one pure function.
+"""Candidates and termination (docs/method.md#candidates-and-termination, the paper's Algorithm 1): one pure function.
 
 `next_round` decides, from what a round read, which of those nodes yielded evidence and the
 round's verdict, what the next round checks or why the claim stops. The loop (`loop`) calls it
 after every verdict; the dry-run estimate (`veritrail.run.estimate`) calls it over its assumed
 evidence and verdicts, so both follow the same rules by construction.
 
-Soft prediction's stop when no sentence reaches the vote threshold (SPEC §4.6) is decided before
+Soft prediction's stop when no sentence reaches the vote threshold (docs/method.md#soft-prediction) is decided before
 the verdict, in the loop: it is not one of these rules.
 """
 
@@ -85,7 +85,7 @@ class GrowingSet(Set[str]):
 
 @dataclass(frozen=True, slots=True)
 class Round:
-    """Where a claim stands between two rounds: SPEC §4.4's state and the next `nodes_to_check`.
+    """Where a claim stands between two rounds: the state of docs/method.md#candidates-and-termination and the next `nodes_to_check`.
 
     When `termination` is set the claim stops: `final_verdict` is its verdict and
     `nodes_to_check` is empty (rule 1's set is `roots_with_evidence`; rule 3 is decided without
@@ -125,13 +125,13 @@ def next_round(
     dag: Dag,
     config: VerifyConfig,
 ) -> Round:
-    """The round after `current`, or the end of the claim (SPEC §4.4 steps 3-5).
+    """The round after `current`, or the end of the claim (docs/method.md#candidates-and-termination).
 
     `plan` is what `current` read (`ReadPlan` of `current.to_read`: its nodes, roots and the union
     of their sources, shared between claims), `nodes_with_evidence` the nodes of this round that
     yielded evidence, `verdict` the round's verdict. Pure: nothing passed in is changed.
 
-    The stopping rules are tested in SPEC order: (1) only roots with evidence left, the latest
+    The stopping rules are tested in the paper's order: (1) only roots with evidence left, the latest
     verdict is final; (2) nothing left, Not Fully Supported; (3) `q` Not Fully Supported verdicts
     in a row, Not Fully Supported. Once rule 3's count is reached, `nodes_to_check` is not built
     (after a widening round at GraphRAG scale it would hold ~100,000 nodes): rules 1 and 2 both

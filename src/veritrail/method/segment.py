@@ -1,4 +1,4 @@
-"""Sentence segmentation (SPEC §4.2): deterministic, offline, computed once per node per run.
+"""Sentence segmentation (docs/method.md#evidence-selection): deterministic, offline, computed once per node per run.
 
 Text is first cut into blocks at line structure that prose splitters get wrong:
 

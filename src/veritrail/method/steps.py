@@ -1,4 +1,4 @@
-"""The pluggable steps of the method (SPEC §4.1–4.3) and the records they exchange.
+"""The pluggable steps of the method (docs/method.md) and the records they exchange.
 
 Three interfaces: `Decomposer`, `EvidenceSelector`, `VerdictGenerator`. The LM-based
 implementations (`subclaims.LMDecomposer`, `evidence.LMEvidenceSelector`,
@@ -222,7 +222,7 @@ class Steps:
 class LMStep:
     """What the LM-based steps share: a model, and temperatures for hard and sampled calls.
 
-    Hard prediction calls run at `temperature`; soft-prediction samples (SPEC §4.6, `sample` > 0
+    Hard prediction calls run at `temperature`; soft-prediction samples (docs/method.md#soft-prediction, `sample` > 0
     or any sample when k > 1) at `sample_temperature`, with the sample index in the cache key so
     the k samples are k different calls.
     """

@@ -1,4 +1,4 @@
-"""Sub-claim decomposition (SPEC §4.1): a work queue over a one-call decomposer.
+"""Sub-claim decomposition (docs/method.md#sub-claims): a work queue over a one-call decomposer.
 
 Sub-claims are context for evidence selection only; they are never verified on their own. The same
 decomposition prompt serves claim extraction's decomposition stage (`decompose_text`).

@@ -1,4 +1,4 @@
-"""Traceability output (SPEC §4.5): provenance paths and error stages."""
+"""Traceability output (docs/method.md#provenance-and-error-stages): provenance paths and error stages."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Verdict generation (SPEC §4.3): verdict inputs, the size limit with compression, the LM judge.
+"""Verdict generation (docs/method.md#verdict): verdict inputs, the size limit with compression, the LM judge.
 
 Verdict inputs are never bare sentences: a root node with evidence contributes its full text, a
 non-root node contributes the evidence summary written during selection. `decide_round` is the
@@ -171,7 +171,7 @@ def input_size(items: Sequence[VerdictInput], sentences: SentenceIndex) -> tuple
 
 
 def fits(items: Sequence[VerdictInput], sentences: SentenceIndex, config: VerifyConfig) -> bool:
-    """Whether the verdict input respects the configured limits (SPEC §4.3)."""
+    """Whether the verdict input respects the configured limits (docs/method.md#verdict)."""
     return _within(*input_size(items, sentences), config)
 
 
@@ -203,7 +203,7 @@ async def judge_with_samples(
     *,
     sources: SourceVocabulary | None = None,
 ) -> tuple[VerdictOutcome, float | None]:
-    """One verdict (hard mode) or a vote over `config.samples` verdicts (soft mode, SPEC §4.6).
+    """One verdict (hard mode) or a vote over `config.samples` verdicts (soft mode, docs/method.md#soft-prediction).
 
     Soft mode: the label given by at least `threshold` samples wins (the most frequent if several);
     no winner or a tie between winners gives Inconclusive. Returns the share of Fully Supported
@@ -259,7 +259,7 @@ async def _vote(
 @dataclass(frozen=True, slots=True)
 class RoundVerdict:
     """The verdict step of one round: the outcome, and the evidence it was given (compression
-    reruns replace the round's evidence and summaries, SPEC §4.3)."""
+    reruns replace the round's evidence and summaries, docs/method.md#verdict)."""
 
     outcome: VerdictOutcome
     called: bool
@@ -282,7 +282,7 @@ async def decide_round(
     carried: Sequence[str],
     issues: list[SelectionIssue],
 ) -> RoundVerdict:
-    """The verdict of one round over the evidence `found` and the `carried` roots (SPEC §4.3).
+    """The verdict of one round over the evidence `found` and the `carried` roots (docs/method.md#verdict).
 
     Issues met on the way (the compression reruns' selection issues, unreadable verdict replies)
     are appended to `issues` as they come. A compression rerun whose reply cannot be read raises

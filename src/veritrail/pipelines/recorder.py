@@ -14,7 +14,7 @@ into the step and what it produced::
     rec.save("dag.json")
 
 Stages are computed as each node is recorded: a source is stage 1, a step is one more than the
-highest stage among its inputs (the longest path from a root, SPEC §2). A step may be given an
+highest stage among its inputs (the longest path from a root, docs/dag-format.md). A step may be given an
 explicit `stage` instead, which must not be lower than that of any input. `Recorder.traced`
 wraps a function that calls a model so that every call is recorded without further code.
 

@@ -1,4 +1,4 @@
-"""G2LDetect, the global-to-local detector (SPEC §6; Cheng et al., AAAI 2025).
+"""G2LDetect, the global-to-local detector (docs/detectors.md; Cheng et al., AAAI 2025).
 
 1. **Tree** (`g2l_tree` prompt, strict JSON schema): the model turns the text to check into a
    hierarchy — the central subject at the root, main topics as branches, specific facts as
