@@ -47,7 +47,10 @@ def _exception_classes() -> dict[str, type[BaseException]]:
     the package is installed with all its extras in the test environment)."""
     found: dict[str, type[BaseException]] = {}
     for info in pkgutil.walk_packages(veritrail.__path__, "veritrail."):
-        mod = importlib.import_module(info.name)
+        try:
+            mod = importlib.import_module(info.name)
+        except ModuleNotFoundError as exc:  # an extra not installed (scripts/test-fast.sh)
+            pytest.skip(f"could not import {exc.name!r}, needed by {info.name}")
         for obj in vars(mod).values():
             if (
                 inspect.isclass(obj)

@@ -48,7 +48,7 @@ _LAZY = {
     "JobInputError": "run.job",
     "ArgumentTypeError": "api",
     "ClaimExtractionError": "run.job",
-    "ExitCode": "run.job",
+    "ExitCode": "outcome",
     "SentenceIndex": "method.segment",
 }
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .outcome import ExitCode, exit_code
 from .records import ClaimResult, Verdict
-from .run.job import ExitCode, exit_code
 
 TABLE_COLUMNS = (
     "id",

@@ -68,6 +68,7 @@ def lexical_responder(messages: Sequence[Message]) -> str:
 
 
 def test_cli_oracle_on_wice_slice(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")  # the `eval` extra: the plots
     out = tmp_path / "out"
     res = CliRunner().invoke(
         cli,
@@ -125,6 +126,7 @@ def test_cli_save_dataset_then_evaluate_it(tmp_path: Path) -> None:
 
 
 def test_cli_rejects_model_methods_without_model(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")  # the `eval` extra (RAG's embedder is built first)
     res = CliRunner().invoke(cli, ["eval", str(WICE_DEV), "--limit", "2", "--method", "rag:k=3"])
     assert res.exit_code == 2 and "needs a model" in res.output
 
@@ -285,6 +287,7 @@ def test_cli_terminal_table_on_fables_slice(tmp_path: Path) -> None:
 async def test_error_stages_on_a_multi_step_dag(tmp_path: Path) -> None:
     """Hierarchical summaries where stage 2 invents a fact: the loop localises it, and the
     stage analysis compares q=1 with q=3."""
+    pytest.importorskip("matplotlib")  # the `eval` extra
     nodes = [
         {
             "id": "r1",

@@ -18,6 +18,12 @@ _NEEDS = {
     ),
     "test_trace_llamaindex.py": ("llama_index.core",),
     "test_trace_otel_sdk.py": ("google.protobuf", "opentelemetry.sdk"),
+    "test_trace_example.py": (
+        "langchain_core",
+        "openinference.instrumentation.langchain",
+        "opentelemetry.sdk",
+        "llama_index.core",
+    ),
 }
 
 

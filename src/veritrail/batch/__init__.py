@@ -18,7 +18,6 @@ from .jobs import (
     BatchInputError,
     BatchJob,
     ExtractionFailed,
-    JobOutcome,
     JobState,
     ModelSpec,
     prepare_jobs,
@@ -27,6 +26,7 @@ from .local import LocalExecutor
 from .manifest import BATCH_ONLY_SETTINGS, ManifestError, ManifestJob, load_manifest
 from .progress import BatchEvents, make_batch_progress
 from .ray_executor import RayExecutor, RayUnavailableError, RayUnreachableError
+from .summary import JobOutcome
 
 __all__ = [
     "BATCH_ONLY_SETTINGS",

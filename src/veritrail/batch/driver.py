@@ -15,7 +15,6 @@ from ..run.store import Status
 from .jobs import (
     BatchInputError,
     BatchJob,
-    JobOutcome,
     JobState,
     ModelSpec,
     exit_code,
@@ -26,7 +25,14 @@ from .jobs import (
 )
 from .local import ModelPool, Record
 from .progress import BatchEvents
-from .summary import INDEX_FILE, SUMMARY_FILE, summary_document, write_index, write_summary
+from .summary import (
+    INDEX_FILE,
+    SUMMARY_FILE,
+    JobOutcome,
+    summary_document,
+    write_index,
+    write_summary,
+)
 
 if TYPE_CHECKING:
     from ..lm.base import Provider

@@ -20,6 +20,7 @@ from ..dag import Dag, DagValidationError, load_dag
 from ..errors import InputProblem, RunFailure
 from ..method.claims import ClaimsFileError, load_claims
 from ..method.config import VerifyConfig, fit_to_context, model_context_window
+from ..outcome import exit_status, gate_exceeded
 from ..records import Claim, ClaimResult, Termination, Verdict
 from ..report import atomic_write_text, build_report
 from ..run.job import (
@@ -31,7 +32,8 @@ from ..run.job import (
     step_specs,
 )
 from ..run.job import model_name as job_model_name
-from ..run.settings import Settings, SettingsError, model_cache, resolve_settings
+from ..run.model_spec import ModelSpec as ModelSpec
+from ..run.settings import Settings, SettingsError, resolve_settings
 from ..run.store import (
     REPORT_FILE,
     RUN_FILE,
@@ -45,10 +47,11 @@ from ..run.store import (
     stored_settings,
 )
 from .manifest import ManifestJob
+from .summary import INDEX_FILE, SUMMARY_FILE
+from .summary import JobOutcome as JobOutcome
 
 if TYPE_CHECKING:
     from ..lm.base import Provider
-    from ..lm.cache import ResponseCache
     from ..lm.model import Model
     from ..method.steps import Steps
     from ..records import SelectionIssue
@@ -59,75 +62,6 @@ class BatchInputError(InputProblem, ValueError):
 
 
 # -- the model of a job ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ModelSpec:
-    """How to build a job's model, in any process (picklable: it travels to Ray workers).
-
-    Jobs with equal specs share one provider (connection pool) in the local executor.
-    """
-
-    name: str
-    base_url: str | None = None
-    cache: str | bool = True
-    """A cache file, True for the default cache of the process's machine, False for none."""
-    prices: str | None = None
-    threads: int | None = None
-    max_reasks: int | None = None
-
-    @property
-    def provider_key(self) -> tuple[str, str | None, int | None]:
-        """What identifies the endpoint (and provider options): jobs with equal keys share one
-        provider in the local executor, and a fatal endpoint error stops them all."""
-        return (self.name, self.base_url, self.threads)
-
-    def provider(self) -> Provider:
-        """A new provider (transport only). Raises ValueError for options it does not take."""
-        from ..lm.registry import get_provider
-
-        # Provider options only some providers take: passing them to others would be an error.
-        local_only: dict[str, Any] = (
-            {"threads": self.threads} if self.name.startswith("local/") else {}
-        )
-        return get_provider(self.name, base_url=self.base_url, **local_only)
-
-    def open_cache(self) -> ResponseCache | None:
-        """The response cache this spec names (None: no cache), as `veritrail verify` opens it."""
-        from ..lm.registry import open_cache
-
-        return open_cache(self.cache)
-
-    def model(self, provider: Provider, *, cache: ResponseCache | None, concurrency: int) -> Model:
-        """The `Model` wrapper around `provider` (`lm.registry.model_for`: the same wrapper
-        `veritrail verify` builds with `get_model`, around a provider that may be shared)."""
-        from ..lm.registry import model_for
-
-        return model_for(
-            provider,
-            cache=cache,
-            concurrency=concurrency,
-            prices=self.prices,
-            max_reasks=self.max_reasks,
-        )
-
-
-def model_spec(settings: Settings, model_name: str, cache: str | bool) -> ModelSpec:
-    """The `ModelSpec` of a job's resolved settings."""
-    return ModelSpec(
-        name=model_name,
-        base_url=settings.base_url,
-        cache=cache,
-        prices=settings.prices,
-        threads=settings.threads,
-        max_reasks=settings.max_reasks,
-    )
-
-
-def cache_setting(value: str | None) -> str | bool:
-    """`--cache` as `ModelSpec.cache`: unset → True (default cache), 'off' → False, else a path
-    (`run.settings.model_cache`, the one parser of "cache off")."""
-    return model_cache(value)
 
 
 def oracle_steps(doc: Any) -> Steps:
@@ -290,7 +224,7 @@ def _prepare_one(
         oracle_path=oracle_path,
         oracle_doc=oracle_doc,
         settings=settings,
-        model=model_spec(settings, model_name, cache_setting(settings.cache)),
+        model=ModelSpec.from_settings(settings, model_name),
         fingerprint=fp,
         run_dir=Path(run_dir),
         out_path=e.out,
@@ -304,8 +238,6 @@ def _check_outputs(
     """Outputs never overwrite an input, never collide, and can be written (nothing is created
     here: the nearest existing directory is tried); two jobs never share a run; no run
     directory would overwrite an input (`run.job.check_run_dir`)."""
-    from .summary import INDEX_FILE, SUMMARY_FILE
-
     problems: list[str] = []
     named: list[tuple[str, str]] = [("manifest", str(manifest))]
     named += [("config file", str(p)) for p in extra]
@@ -596,26 +528,6 @@ def finish_job(state: JobState, *, executor: str) -> dict[str, Any]:
 # -- outcome ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class JobOutcome:
-    """One job's line of the batch summary."""
-
-    id: str
-    status: str
-    """"complete" (a report was written) or "incomplete" (claims without a result)."""
-    claims: int
-    verdicts: dict[str, int]
-    errors: int
-    missing: int
-    unsupported_rate: float | None
-    gate_failed: bool
-    lm_calls: int
-    out: str | None
-    html: str | None
-    run_dir: str
-    failures: tuple[str, ...] = ()
-
-
 def outcome(state: JobState, max_unsupported: float | None = None) -> JobOutcome:
     """Summarise one job (from its run store). The gate is `max_unsupported` when given, else
     the job's `max_unsupported` setting: the share of the job's claims (errored ones included)
@@ -633,7 +545,7 @@ def outcome(state: JobState, max_unsupported: float | None = None) -> JobOutcome
     total = len(state.store.claims)
     nfs = verdicts[Verdict.NOT_FULLY_SUPPORTED.value]
     rate = nfs / total if total else None
-    gate = max_unsupported is not None and rate is not None and rate > max_unsupported
+    gate = gate_exceeded(nfs, total, max_unsupported)
     return JobOutcome(
         id=state.job.id,
         status="complete" if state.finished else "incomplete",
@@ -652,9 +564,11 @@ def outcome(state: JobState, max_unsupported: float | None = None) -> JobOutcome
 
 
 def exit_code(outcomes: Sequence[JobOutcome]) -> int:
-    """3 when any claim could not be verified (wins), else 1 when a gate failed, else 0."""
-    if any(o.errors or o.missing or o.status != "complete" for o in outcomes):
-        return 3
-    if any(o.gate_failed for o in outcomes):
-        return 1
-    return 0
+    """3 when any claim could not be verified (wins), else 1 when a gate failed, else 0
+    (`outcome.exit_status`, the rule of `veritrail verify`)."""
+    return int(
+        exit_status(
+            errors=any(o.errors or o.missing or o.status != "complete" for o in outcomes),
+            gate_failed=any(o.gate_failed for o in outcomes),
+        )
+    )

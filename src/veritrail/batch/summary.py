@@ -7,17 +7,37 @@ import html
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..redaction import redact_obj
 from ..report import indented_json
-from .jobs import JobOutcome
 
 SUMMARY_FORMAT = "veritrail-batch-summary"
 SUMMARY_VERSION = 1
 SUMMARY_FILE = "batch-summary.json"
 INDEX_FILE = "batch-index.html"
+
+
+@dataclass(frozen=True, slots=True)
+class JobOutcome:
+    """One job's line of the batch summary."""
+
+    id: str
+    status: str
+    """"complete" (a report was written) or "incomplete" (claims without a result)."""
+    claims: int
+    verdicts: dict[str, int]
+    errors: int
+    missing: int
+    unsupported_rate: float | None
+    gate_failed: bool
+    lm_calls: int
+    out: str | None
+    html: str | None
+    run_dir: str
+    failures: tuple[str, ...] = ()
 
 
 def summary_document(

@@ -39,13 +39,31 @@ from ..method.config import VerifyConfig
 from ..records import Claim
 from ..report import ReportFormatError, load_report, write_report
 from .common import fail as _fail
-from .common import model_options, open_model
+from .common import model_options
 from .common import read_text as _read
 
 DETECT_REPORT_FORMAT = "veritrail-detect-report"
 DETECT_REPORT_VERSION = 1
 G2L_ONLY = ("attach_path", "reference_tokens", "max_depth", "max_nodes")
 """Options of G2LDetect's own path (``--method g2l``)."""
+
+
+def _open_model(
+    name: str | None, *, base_url: str | None, cache: str | None, threads: int | None
+) -> Model:
+    """The model, as `veritrail verify` builds it (`run.model_spec.ModelSpec`: user cache on
+    unless turned off, `--threads` for an embedded `local/` model)."""
+    from ..lm.registry import ModelNameError, resolve_name
+    from ..run.model_spec import ModelSpec
+    from ..run.settings import model_cache
+
+    try:
+        spec = ModelSpec(
+            resolve_name(name), base_url=base_url, cache=model_cache(cache), threads=threads
+        )
+        return spec.build()
+    except (ModelNameError, TypeError, ValueError) as exc:
+        _fail(str(exc))
 
 
 def _method_spec(ctx: click.Context, param: click.Parameter, value: str) -> MethodSpec:
@@ -208,7 +226,9 @@ def detect(
             spec,
             dag,
             claim,
-            open_it=lambda: open_model(model_name, base_url=base_url, cache=cache, threads=threads),
+            open_it=lambda: _open_model(
+                model_name, base_url=base_url, cache=cache, threads=threads
+            ),
             text=text,
             text_source=text_name,
             sources=source_names,
@@ -220,7 +240,7 @@ def detect(
         cfg = G2LConfig(reference_tokens=reference_tokens, max_depth=max_depth, max_nodes=max_nodes)
     except ValueError as exc:
         _fail(str(exc))
-    model = open_model(model_name, base_url=base_url, cache=cache, threads=threads)
+    model = _open_model(model_name, base_url=base_url, cache=cache, threads=threads)
     detector = G2LDetector(model, cfg, references=show)
 
     async def go() -> Detection:

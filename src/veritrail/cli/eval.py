@@ -195,10 +195,11 @@ def eval_cmd(
 
     model: Any = None
     if model_name:
-        from ..lm.registry import get_model
+        from ..run.model_spec import ModelSpec
 
+        spec = ModelSpec(model_name, cache=cache_path or False, prices=prices_path, threads=threads)
         try:
-            model = get_model(model_name, cache=cache_path, prices=prices_path, threads=threads)
+            model = spec.build()
         except (ValueError, RuntimeError, OSError) as exc:
             _fail(str(exc))
     specs = list(methods) or (

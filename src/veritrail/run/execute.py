@@ -1,0 +1,380 @@
+"""Executing a job: open (and lock) its run directory, extract claims when none were given,
+verify the claims not finished yet with a stop on a fatal endpoint error, and build the report;
+record an interruption (status and partial report).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import signal
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..dag import Dag
+from ..lm.base import ProviderError
+from ..lm.registry import describe_fatal
+from ..records import Claim, ClaimResult, Termination
+from ..redaction import redact
+from ..report import atomic_write_text, build_report, write_report
+from .build import build_model, job_steps
+from .spec import PARTIAL_REPORT, ClaimExtractionError, Job, JobInputError
+from .store import (
+    RUN_FILE,
+    RunStore,
+    RunStoreError,
+    Status,
+    lock_run_dir,
+    stored_settings,
+)
+
+if TYPE_CHECKING:
+    from ..lm.model import Model
+    from ..method.config import VerifyConfig
+    from ..method.steps import Steps
+    from .progress import ProgressReporter
+
+
+class RunState:
+    """What an interrupt handler and the end-of-run summary need to know about a run."""
+
+    def __init__(self) -> None:
+        self.store: RunStore | None = None
+        self.fatal: str | None = None
+        """The fatal endpoint error that stopped the run (redacted), if one did."""
+        self.report_file: Path | None = None
+        """The run directory's copy of the final report, as `run_job` wrote it."""
+        self.config: VerifyConfig | None = None
+        """The run's one `VerifyConfig` (settings fitted to the model's context window), built
+        by `run_job` before any claim starts; the partial and the final report record it."""
+        self.interruption: Interruption | None = None
+        """What `run_to_report` recorded when the run was interrupted (None: not interrupted, or
+        interrupted before any claim started)."""
+
+
+def _fatal_of(model: Model | None) -> BaseException | None:
+    """The endpoint error that made `model` refuse every further call (`Model.fatal`), if any."""
+    if model is None:
+        return None
+    fatal = getattr(model, "fatal", None)
+    return fatal if isinstance(fatal, BaseException) else None
+
+
+def _endpoint(job: Job, model: Model | None) -> str | None:
+    if job.settings.base_url:
+        return job.settings.base_url
+    return model.endpoint if model is not None else None
+
+
+def _write_dag_copy(job: Job) -> None:
+    """Keep a DAG given in memory in the run directory (`veritrail resume` reads it there)."""
+    if job.dag_bytes is None:
+        return
+    p = Path(job.dag_path)
+    if p.is_file() and p.read_bytes() == job.dag_bytes:
+        return
+    atomic_write_text(p, job.dag_bytes.decode("utf-8"))
+
+
+async def _open_store(
+    job: Job, model: Model | None, progress: ProgressReporter, state: RunState
+) -> RunStore:
+    extra: dict[str, Any] = {
+        "oracle_path": str(Path(job.oracle_path).resolve()) if job.oracle_path else None,
+        "claims_given": job.claims is not None,
+        "dag_path_given": job.dag_path,
+        "out_path": str(job.out_path.resolve()) if job.out_path is not None else None,
+        "html_path": str(job.html_path.resolve()) if job.html_path else None,
+    }
+    # Lock before reading or writing any file of the run, and before any model call: a second
+    # process on the same directory stops here (exit 2) and spends nothing.
+    lock = lock_run_dir(job.run_dir)
+    try:
+        claims = job.claims
+        if (job.run_dir / RUN_FILE).exists():
+            existing = RunStore.open(job.run_dir)
+            if existing.info.fingerprint != job.fingerprint:
+                raise RunStoreError(
+                    f"{job.run_dir} holds a different run (the DAG, claims, model or settings "
+                    "differ). Use another --run-dir or delete that directory."
+                )
+            if claims is None:
+                claims = existing.claims  # extracted by an earlier run: reuse them
+        _write_dag_copy(job)
+        if claims is None:
+            assert model is not None
+            progress.extracting()
+            claims, kept = await extract_claims(model, job.dag, job.settings.question)
+            extra.update(kept)
+        return RunStore.create_or_open(
+            job.run_dir,
+            fingerprint=job.fingerprint,
+            dag_path=job.dag_path,
+            dag_sha256=job.dag_sha256,
+            model=job.model_name,
+            config={**stored_settings(job.settings), **job.result_config()},
+            claims=claims,
+            claims_path=job.claims_path,
+            extra=extra,
+            lock=lock,
+        )
+    except BaseException:
+        lock.release()
+        raise
+
+
+async def extract_claims(
+    model: Model, dag: Dag, question: str | None
+) -> tuple[list[Claim], dict[str, Any]]:
+    """The claims of `dag`'s final output, and what run.json keeps about their extraction:
+    `extraction_cost` (the calls made outside any claim) and `extraction_issues` (unreadable
+    replies met while extracting a claim head that claim's issues, so a resumed run still
+    reports them). Shared by `veritrail verify` and `veritrail batch`; raises `ProviderError`."""
+    from ..method.extraction import LMClaimSource
+
+    source = LMClaimSource(model, question=question)
+    claims = await source.claims_for(dag.node(dag.terminal).text)
+    kept: dict[str, Any] = {"extraction_cost": _cost_dict(model.usage.for_claim(None).values())}
+    if source.last is not None:
+        kept["extraction_issues"] = {
+            cid: [i.to_json() for i in got] for cid, got in source.last.issues_by_claim().items()
+        }
+    return claims, kept
+
+
+def _cost_dict(costs: Any) -> dict[str, Any]:
+    """Totals of `StepCost`s as the report's cost fields."""
+    out = {"lm_calls": 0, "cached_calls": 0, "input_tokens": 0, "output_tokens": 0, "dollars": 0.0}
+    for c in costs:
+        out["lm_calls"] += c.lm_calls
+        out["cached_calls"] += c.cached_calls
+        out["input_tokens"] += c.input_tokens
+        out["output_tokens"] += c.output_tokens
+        out["dollars"] += c.dollars
+    out["dollars"] = round(out["dollars"], 6)
+    return out
+
+
+def _cancel_on_sigterm() -> None:
+    """Treat SIGTERM like Ctrl-C: cancel the run so finally-blocks and the resume hint run."""
+    task = asyncio.current_task()
+    if task is None:
+        return
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        # Not available on Windows event loops, nor outside the main thread.
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+
+
+async def _verify_remaining(
+    job: Job,
+    store: RunStore,
+    steps: Steps,
+    config: Any,
+    model: Model | None,
+    progress: ProgressReporter,
+    state: RunState,
+) -> None:
+    """Verify the claims not finished yet (never run, or ended in error last time).
+
+    `loop.verify_claims` schedules them: a claim counts as in flight from the moment it starts
+    (so progress shows a claim whose call is being retried), and once the endpoint has failed
+    fatally (`Model.fatal`: bad key, unknown model) no further claim is started; those are
+    recorded as errors naming the cause and verified again by the next run.
+    """
+    from ..method.loop import verify_claims
+    from ..method.segment import SentenceIndex
+    from ..records import SelectionIssue
+    from .gcpolicy import engine_gc
+
+    endpoint = _endpoint(job, model)
+
+    def fatal_cause() -> str | None:
+        if state.fatal is None:
+            exc = _fatal_of(model)
+            if exc is not None:
+                state.fatal = describe_fatal(exc, endpoint)
+        return state.fatal
+
+    def on_result(r: ClaimResult) -> None:
+        store.record(r)
+        progress.claim_finished(r)
+        fatal_cause()
+
+    stored = store.info.extra.get("extraction_issues") or {}
+    with engine_gc():
+        await verify_claims(
+            job.dag,
+            store.remaining(),
+            steps,
+            config,
+            sentences=SentenceIndex(job.dag),
+            on_start=lambda c: progress.claim_started(c.id),
+            on_result=on_result,
+            stop=fatal_cause,
+            max_parallel_claims=job.settings.max_parallel_claims,
+            claim_issues={
+                cid: [SelectionIssue.from_json(i) for i in items] for cid, items in stored.items()
+            },
+        )
+
+
+async def run_job(
+    job: Job,
+    progress: ProgressReporter,
+    state: RunState,
+    *,
+    handle_sigterm: bool = True,
+) -> dict[str, Any]:
+    """Run (or finish) the job and return the report; the model is closed at the end.
+
+    Raises `JobInputError` (unreadable oracle, unknown provider option, a run directory that
+    holds another run or is locked by another process) and `ClaimExtractionError`; Ctrl-C and
+    SIGTERM (`handle_sigterm`: the CLI's, not an embedding program's) surface as
+    `KeyboardInterrupt`/`asyncio.CancelledError` with every finished claim saved
+    (`record_interruption`).
+    """
+    from ..method.prompting import set_prompt_dir
+
+    if job.settings.prompt_dir:
+        set_prompt_dir(job.settings.prompt_dir)
+    from ..method.config import fit_to_context, model_context_window
+
+    config = job.settings.verify_config()
+    try:
+        model = None if job.oracle_path else build_model(job)
+    except ValueError as exc:  # an unknown provider, or an option it does not take
+        raise JobInputError(str(exc)) from None
+    if model is not None:
+        config = fit_to_context(config, model_context_window(model.provider))
+    # Built once: the partial report (`record_interruption`) and the final one record this object.
+    state.config = config
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    if handle_sigterm:
+        _cancel_on_sigterm()
+    ticker = asyncio.create_task(progress.ticker())
+    try:
+        if model is not None:
+            model.on_call = progress.call
+        steps = job_steps(job, model)  # reads the oracle file: fail before touching the run dir
+        try:
+            store = await _open_store(job, model, progress, state)
+        except RunStoreError as exc:
+            raise JobInputError(redact(str(exc))) from None
+        except ProviderError as exc:
+            # Claim-level failures are recorded per claim; this is one outside any claim (claim
+            # extraction): no claim can be verified without it.
+            raise ClaimExtractionError(
+                "claims could not be extracted: "
+                + describe_fatal(exc, job.settings.base_url)
+                + ". Fix the endpoint and run the same command again."
+            ) from None
+        state.store = store
+        store.set_status(Status.RUNNING)
+        finished = [r for r in store.results_in_order() if r.termination is not Termination.ERROR]
+        progress.start(
+            len(store.claims), resumed=len(finished), done=finished, retrying=len(store.errored)
+        )
+        try:
+            await _verify_remaining(job, store, steps, config, model, progress, state)
+        finally:
+            ticker.cancel()
+            progress.close()
+        run_info: dict[str, Any] = {
+            "started": started,
+            "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+            "wall_seconds": round(time.perf_counter() - t0, 3),
+            "run_dir": str(job.run_dir),
+            "resumed_claims": len(finished),
+            # The gate this run applied, so that a loaded report's exit_code is the run's.
+            "max_unsupported": job.settings.max_unsupported,
+        }
+        ext = store.info.extra.get("extraction_cost")
+        if ext:
+            run_info["extraction_cost"] = ext
+        if model is not None and model.notes:
+            run_info["notes"] = list(model.notes)
+        if state.fatal is not None:
+            run_info["fatal"] = state.fatal
+        report = build_report(
+            store.results_in_order(),
+            job.dag,
+            model=job.model_name,
+            config=dataclasses.asdict(config),
+            run=run_info,
+            dag_path=job.dag_path,
+        )
+        state.report_file = store.write_report(report)
+        errored = report["summary"]["verdicts"].get("error", 0)
+        store.set_status(Status.INCOMPLETE if errored else Status.COMPLETE)
+        return report
+    finally:
+        ticker.cancel()
+        if model is not None:
+            await model.aclose()
+
+
+def write_partial_report(job: Job, store: RunStore, config: VerifyConfig) -> Path | None:
+    """The report of the claims finished so far, in the run directory (for a look meanwhile);
+    `config` is the run's (`RunState.config`), so it equals the final report's."""
+    results = store.results_in_order()
+    if not results:
+        return None
+    report = build_report(
+        results,
+        job.dag,
+        model=job.model_name,
+        config=dataclasses.asdict(config),
+        run={"partial": True, "claims_total": len(store.claims)},
+        dag_path=job.dag_path,
+    )
+    path = job.run_dir / PARTIAL_REPORT
+    write_report(report, path)
+    return path
+
+
+@dataclass(frozen=True, slots=True)
+class Interruption:
+    """Where an interrupted run stands (all of it is saved in the run directory)."""
+
+    done: int
+    total: int
+    partial_report: Path | None
+
+
+def record_interruption(job: Job, state: RunState) -> Interruption | None:
+    """Mark an interrupted run as such and write its partial report; None when it was
+    interrupted before any claim was started (nothing to record)."""
+    store = state.store
+    if store is None:
+        return None
+    store.set_status(Status.INTERRUPTED)
+    # The store opens after the config is built, so a run with a store always has it.
+    config = state.config if state.config is not None else job.settings.verify_config()
+    return Interruption(
+        len(store.done), len(store.claims), write_partial_report(job, store, config)
+    )
+
+
+async def run_to_report(
+    job: Job, progress: ProgressReporter, state: RunState, *, handle_sigterm: bool = True
+) -> dict[str, Any]:
+    """Run the job (`run_job`) and return its final report: the one way the CLI and the API run.
+
+    On Ctrl-C, SIGTERM or cancellation the run is recorded as interrupted (status and partial
+    report, `state.interruption`) and the interruption propagates; either way the run
+    directory's lock is released before returning, not at process exit, so an embedding process
+    (tests, a notebook) can run the same directory again.
+    """
+    try:
+        return await run_job(job, progress, state, handle_sigterm=handle_sigterm)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        state.interruption = record_interruption(job, state)
+        raise
+    finally:
+        if state.store is not None:
+            state.store.unlock()

@@ -1,0 +1,200 @@
+"""What a run shows when it ends: the summary tables (verdicts, error stages, cost) and what
+decides the exit status (errored claims grouped by cause, the `--max-unsupported` gate, whose
+rule is `veritrail.outcome`'s), printed even with `--quiet`. The live display is `run.progress`.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from ..display import CallLike as CallLike
+from ..display import CallTotals as CallTotals
+from ..display import fmt_duration as fmt_duration
+from ..display import fmt_int as fmt_int
+from ..outcome import GateResult as GateResult
+from ..outcome import gate_failures as gate_failures
+from ..records import Verdict
+
+
+def summary_tables(report: Mapping[str, Any], *, wall_seconds: float | None = None) -> Group:
+    """Verdicts, error stages and cost of a report, as rich tables."""
+    s = report["summary"]
+    n = s["claims"] or 1
+    verdicts = Table(title="Verdicts", title_justify="left")
+    verdicts.add_column("verdict")
+    verdicts.add_column("claims", justify="right")
+    verdicts.add_column("share", justify="right")
+    styles = {
+        Verdict.FULLY_SUPPORTED.value: "green",
+        Verdict.NOT_FULLY_SUPPORTED.value: "red",
+        Verdict.INCONCLUSIVE.value: "yellow",
+        "error": "bold red",
+    }
+    for label, count in s["verdicts"].items():
+        verdicts.add_row(
+            Text(label, style=styles.get(label, "")), str(count), f"{100 * count / n:.0f}%"
+        )
+
+    stages = Table(title="Error stages", title_justify="left")
+    stages.add_column("stage", justify="right")
+    stages.add_column("claims", justify="right")
+    per_stage = {int(k): int(v) for k, v in s.get("error_stages", {}).items()}
+    max_stage = int(report.get("dag", {}).get("max_stage", 0))
+    for label, count in stage_rows(per_stage, max_stage):
+        stages.add_row(label, count)
+    not_id = sum(
+        1 for c in report.get("claims", []) if c.get("error_stage_status") == "not_identifiable"
+    )
+    stages.add_row("not identifiable", str(not_id))
+
+    c = s["cost"]
+    ext = report.get("run", {}).get("extraction_cost") or {}
+
+    def total(key: str) -> Any:
+        return c.get(key, 0) + ext.get(key, 0)
+
+    cost = Table(title="Cost", title_justify="left")
+    cost.add_column("figure")
+    cost.add_column("value", justify="right")
+    cost.add_row("model calls", f"{total('lm_calls'):,}")
+    if ext:
+        cost.add_row("of which claim extraction", f"{ext.get('lm_calls', 0):,}")
+    cost.add_row("of which from cache", f"{total('cached_calls'):,}")
+    cost.add_row("input tokens", f"{total('input_tokens'):,}")
+    cost.add_row("output tokens", f"{total('output_tokens'):,}")
+    cost.add_row("dollars", f"${total('dollars'):.4f}")
+    dag_nodes = int(report.get("dag", {}).get("nodes", 0))
+    mean = float(c.get("nodes_read_mean", 0.0))
+    cost.add_row(
+        "nodes read per claim",
+        f"{mean:.1f}" + (f" ({100 * mean / dag_nodes:.1f}% of {dag_nodes:,})" if dag_nodes else ""),
+    )
+    if wall_seconds is not None:
+        cost.add_row("wall time", fmt_duration(wall_seconds))
+    return Group(verdicts, stages, cost)
+
+
+STAGE_ROWS = 10
+"""Error stages listed by name in the end-of-run table; the rest are summed in one row."""
+
+
+def stage_rows(
+    per_stage: Mapping[int, int], max_stage: int, limit: int = STAGE_ROWS
+) -> list[tuple[str, str]]:
+    """(stage, claims) rows of the Error stages table.
+
+    A DAG with few stages gets one row per stage (zeros included, so the shape is visible);
+    a deeper one (a 200,000-stage chain) gets the `limit` stages with the most claims, in stage
+    order, plus one "n more stages" row: the table stays a few rows long whatever the depth.
+    """
+    if max_stage <= limit:
+        return [(str(k), str(per_stage.get(k, 0))) for k in range(1, max_stage + 1)]
+    top = sorted(
+        sorted((k for k, v in per_stage.items() if v > 0), key=lambda k: (-per_stage[k], k))[:limit]
+    )
+    rows = [(str(k), str(per_stage[k])) for k in top]
+    rest = max_stage - len(top)
+    rest_claims = sum(v for k, v in per_stage.items() if k not in set(top))
+    rows.append((f"{rest:,} more stages", str(rest_claims)))
+    return rows
+
+
+def error_cause(error: str | None) -> str:
+    """The cause of a claim's error, for grouping: the first line (a bug's traceback is left
+    out), redacted, without the exception class name the loop puts in front."""
+    from ..redaction import redact
+
+    first = (error or "unknown error").strip().splitlines()[0] if error else "unknown error"
+    first = re.sub(r"^not started: ", "", first)
+    first = re.sub(r"^[A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Failure): ", "", first)
+    return redact(first.strip()) or "unknown error"
+
+
+def error_groups(claims: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[str]]]:
+    """Errored claims of a report grouped by cause: (cause, claim ids), largest group first."""
+    groups: dict[str, list[str]] = {}
+    for c in claims:
+        if c.get("termination") == "error" or c.get("verdict") is None:
+            groups.setdefault(error_cause(c.get("error")), []).append(str(c["id"]))
+    return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+
+
+def _ids(ids: Sequence[str], limit: int = 8) -> str:
+    shown = ", ".join(ids[:limit])
+    return shown + (f", … {len(ids) - limit} more" if len(ids) > limit else "")
+
+
+def outcome_lines(
+    report: Mapping[str, Any],
+    *,
+    max_unsupported: float | None = None,
+    run_dir: str | None = None,
+    fatal: str | None = None,
+    limit: int = 20,
+) -> list[str]:
+    """What decides the exit status, as lines: the fatal endpoint error, the errored claims
+    grouped by cause, the failed gate with the claims it counted (at most `limit` listed)."""
+    from ..redaction import redact
+
+    lines: list[str] = []
+    claims = report.get("claims", [])
+    if fatal:
+        lines.append(
+            f"error: the endpoint refused the run: {redact(fatal).rstrip('.')}. "
+            "No further claim was started; "
+            "finished claims are kept."
+        )
+    groups = error_groups(claims)
+    if groups:
+        n = sum(len(ids) for _, ids in groups)
+        again = f"veritrail resume {run_dir}" if run_dir else "veritrail resume RUN_DIR"
+        lines.append(
+            f"error: {n} of {len(claims)} claims could not be verified; they are verified again "
+            f"by the same command or `{again}`:"
+        )
+        for cause, ids in groups:
+            lines.append(f"  {len(ids)} claim{'s' if len(ids) != 1 else ''}: {cause} ({_ids(ids)})")
+    gate = gate_failures(report, max_unsupported)
+    if gate is not None:
+        lines.append(
+            f"gate failed: {len(gate.claims)} of {gate.total} claims ({100 * gate.share:.1f}%) "
+            f"are Not Fully Supported, above --max-unsupported {gate.rate:g} "
+            f"({100 * gate.rate:.1f}%):"
+        )
+        for cid, text in gate.claims[:limit]:
+            short = text if len(text) <= 100 else text[:99] + "…"
+            lines.append(f"  {cid}: {redact(short)}")
+        if len(gate.claims) > limit:
+            lines.append(f"  … and {len(gate.claims) - limit} more (see the report)")
+    return lines
+
+
+def print_outcome(
+    report: Mapping[str, Any],
+    *,
+    max_unsupported: float | None = None,
+    run_dir: str | None = None,
+    fatal: str | None = None,
+    stream: TextIO | None = None,
+) -> None:
+    """Print `outcome_lines` to stderr (also with `--quiet`: they explain the exit status)."""
+    out = stream if stream is not None else sys.stderr
+    for line in outcome_lines(
+        report, max_unsupported=max_unsupported, run_dir=run_dir, fatal=fatal
+    ):
+        out.write(line + "\n")
+    out.flush()
+
+
+def print_summary(
+    report: Mapping[str, Any], *, console: Console | None = None, wall_seconds: float | None = None
+) -> None:
+    """Print `summary_tables` (to stdout by default)."""
+    (console or Console()).print(summary_tables(report, wall_seconds=wall_seconds))
