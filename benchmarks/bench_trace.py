@@ -1,7 +1,8 @@
-"""Trace import at scale: `dag_from_trace` on a large synthetic map-reduce trace (issue 17).
+"""Trace import at scale: `dag_from_trace` on a large synthetic map-reduce trace (issues 17, 29).
 
     python benchmarks/bench_trace.py [--docs 2000] [--per-map 8] [--fan-in 6] [--trim 2]
                                      [--sizes 250,500,1000,2000] [--no-prefilter]
+    python benchmarks/bench_trace.py --gens 10000,33333 --spans 100000 --per-map 2
 
 The trace is written as opentelemetry-sdk span JSON (the objects ``ReadableSpan.to_json()``
 returns, one per line) with OpenInference attributes, in the shape of a retrieval map-reduce:
@@ -14,13 +15,16 @@ returns, one per line) with OpenInference attributes, in the shape of a retrieva
 * reduce LLM calls over ``--fan-in`` summaries at a time, level after level, to one answer
   (exact containment), which is the chain's output.
 
-With the defaults: 2,000 documents, 250 map + 42 + 7 + 1 reduce = 300 generations. For each
-size in ``--sizes`` it prints the span count, the time of `dag_from_trace` (read + build), how
-many node × generation pairs and sentences the prefilter ruled out and how many fuzzy sentence
-comparisons ran (`veritrail.adapters.trace.build.STATS`), and
-checks the DAG: every document and the question a root, the answer the terminal, the expected number of nodes.
-``--no-prefilter`` turns the word prefilter off (`MatchSettings(prefilter=False)`), to measure
-what it saves.
+With the defaults: 2,000 documents, 250 map + 42 + 7 + 1 reduce = 300 generations. ``--gens``
+gives sizes in generations instead (issue 29's scale): each map call then has its own RETRIEVER
+span (an agent that retrieves per step) with its ``--per-map`` documents, and ``--spans`` pads
+the trace with EMBEDDING spans (no text: never nodes) to that many spans. For each size it
+prints the span count, the wall and CPU time of `dag_from_trace` (read + build), the process's
+peak RSS so far (the trace's generation included), how many node × generation pairs the indexes
+never compared and how many sentences the prefilter ruled out, how many fuzzy sentence
+comparisons ran (`veritrail.adapters.trace.build.STATS`), and checks the DAG: every document and
+the question a root, the answer the terminal, the expected number of nodes. ``--no-prefilter``
+turns the prefilter off (`MatchSettings(prefilter=False)`), to measure what it saves.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import argparse
 import itertools
 import json
 import random
+import resource
 import sys
 import tempfile
 import time
@@ -127,26 +132,70 @@ def llm_attrs(prompt: str, output: str) -> dict[str, Any]:
     }
 
 
+def reduce_calls(n_maps: int, fan_in: int) -> int:
+    """How many reduce calls fold `n_maps` summaries, `fan_in` at a time, into one answer."""
+    calls, level = 0, n_maps
+    while level > 1:
+        level = -(-level // fan_in)
+        calls += level
+    return calls
+
+
+def docs_for_generations(gens: int, per_map: int, fan_in: int) -> int:
+    """The document count whose map-reduce has the most generations not above `gens`."""
+    n_maps = max(1, gens * (fan_in - 1) // fan_in)
+    while n_maps > 1 and n_maps + reduce_calls(n_maps, fan_in) > gens:
+        n_maps -= 1
+    while n_maps + 1 + reduce_calls(n_maps + 1, fan_in) <= gens:
+        n_maps += 1
+    return n_maps * per_map
+
+
+def retriever_attrs(question: str, docs: list[str]) -> dict[str, Any]:
+    attrs: dict[str, Any] = {"openinference.span.kind": "RETRIEVER", "input.value": question}
+    for i, d in enumerate(docs):
+        attrs[f"retrieval.documents.{i}.document.content"] = d
+    return attrs
+
+
 def make_trace(
-    n_docs: int, per_map: int, fan_in: int, trim: int, seed: int = 7
+    n_docs: int,
+    per_map: int,
+    fan_in: int,
+    trim: int,
+    seed: int = 7,
+    *,
+    retrieve_per_map: bool = False,
+    pad_to: int = 0,
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """The spans, and what the DAG must hold (documents, generations)."""
+    """The spans, and what the DAG must hold (documents, generations).
+
+    `retrieve_per_map`: each map call gets its own retriever span (an agent that retrieves per
+    step) instead of one retrieval up front; `pad_to`: EMBEDDING spans (no text: never nodes)
+    are added after the retrievals until the trace holds this many spans."""
     rng = random.Random(seed)
     text = Text(rng)
     w = SpanWriter()
     docs = [" ".join(text.sentence() for _ in range(rng.randint(3, 5))) for _ in range(n_docs)]
     question = "What happened in the valley towns over the centuries?"
+    n_maps = -(-n_docs // per_map)
+    n_spans = 2 + n_maps + (n_maps - 1 if retrieve_per_map else 0) + reduce_calls(n_maps, fan_in)
+    pad = max(0, pad_to - n_spans)
     # The top-level chain is written last (it ends last) but starts first.
     t_root = w.tick()
     root_sid = f"0x{10**9:016x}"
-    t0 = w.tick()
-    attrs: dict[str, Any] = {"openinference.span.kind": "RETRIEVER", "input.value": question}
-    for i, d in enumerate(docs):
-        attrs[f"retrieval.documents.{i}.document.content"] = d
-    w.span("retrieve", root_sid, t0, w.tick(), attrs)
+    if not retrieve_per_map:
+        t0 = w.tick()
+        w.span("retrieve", root_sid, t0, w.tick(), retriever_attrs(question, docs))
     level = []
-    for g in range(0, n_docs, per_map):
+    for m, g in enumerate(range(0, n_docs, per_map)):
         group = docs[g : g + per_map]
+        if retrieve_per_map:
+            t0 = w.tick()
+            w.span("retrieve", root_sid, t0, w.tick(), retriever_attrs(question, group))
+        for _ in range(pad // n_maps + (m < pad % n_maps)):
+            t0 = w.tick()
+            w.span("embed", root_sid, t0, w.tick(), {"openinference.span.kind": "EMBEDDING"})
         trimmed = [" ".join(d.split(". ")[:trim]).rstrip(".") + "." for d in group]
         prompt = "Summarise these passages in one sentence.\n\n" + "\n---\n".join(
             f"Passage {k + 1}: {t}" for k, t in enumerate(trimmed)
@@ -184,17 +233,25 @@ def make_trace(
             },
         }
     )
-    return w.spans, {"docs": n_docs, "gens": gens}
+    return w.spans, {"docs": n_docs, "gens": gens, "spans": len(w.spans)}
 
 
 def run(n_docs: int, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    spans, want = make_trace(n_docs, args.per_map, args.fan_in, args.trim)
+    spans, want = make_trace(
+        n_docs,
+        args.per_map,
+        args.fan_in,
+        args.trim,
+        retrieve_per_map=args.gens is not None,
+        pad_to=args.spans,
+    )
     f = tmp / f"trace-{n_docs}.jsonl"
     f.write_text("\n".join(json.dumps(s) for s in spans) + "\n", encoding="utf-8")
+    del spans
     trace_build.STATS.clear()
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     res = dag_from_trace(f, settings=MatchSettings(prefilter=not args.no_prefilter))
-    secs = time.perf_counter() - t
+    secs, cpu_secs = time.perf_counter() - t, time.process_time() - cpu
     dag = res.dag
     roots = [n for n in dag if dag.is_root(n.id)]
     fuzzy = sum(1 for lk in res.links if lk.how == "fuzzy")
@@ -207,9 +264,10 @@ def run(n_docs: int, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     )
     return {
         "docs": n_docs,
-        "spans": len(spans),
+        "spans": want["spans"],
         "gens": want["gens"],
         "secs": secs,
+        "cpu": cpu_secs,
         "fuzzy_calls": trace_build.STATS.get("fuzzy_calls", 0),
         "skipped": trace_build.STATS.get("prefilter_skips", 0),
         "pairs_skipped": trace_build.STATS.get("pairs_skipped", 0),
@@ -227,19 +285,35 @@ def main() -> int:
     ap.add_argument(
         "--sizes", default=None, help="comma-separated document counts (default: --docs)"
     )
+    ap.add_argument(
+        "--gens",
+        default=None,
+        help="comma-separated generation counts instead of --sizes: one retriever span per map "
+        "call, documents as many as the map calls need",
+    )
+    ap.add_argument(
+        "--spans", type=int, default=0, help="pad each trace with EMBEDDING spans to this many"
+    )
     ap.add_argument("--no-prefilter", action="store_true")
     args = ap.parse_args()
-    sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else [args.docs]
-    mode = "prefilter off" if args.no_prefilter else "prefilter on"
+    if args.gens is not None:
+        sizes = [
+            docs_for_generations(int(g), args.per_map, args.fan_in) for g in args.gens.split(",")
+        ]
+    else:
+        sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else [args.docs]
+    mode = "prefilter on" if not args.no_prefilter else "prefilter off"
     with tempfile.TemporaryDirectory() as d:
         for n in sizes:
             r = run(n, args, Path(d))
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             print(
-                f"  {r['docs']:5d} docs, {r['gens']:4d} generations, {r['spans']:5d} spans "
-                f"({mode}): dag_from_trace {r['secs']:7.2f} s; node x generation pairs ruled out "
-                f"by the word index {r['pairs_skipped']:,}; sentences ruled out "
-                f"{r['skipped']:,}; fuzzy comparisons run {r['fuzzy_calls']:,}; "
-                f"{r['fuzzy_links']} fuzzy links; DAG {'as expected' if r['ok'] else 'WRONG'}",
+                f"  {r['docs']:6d} docs, {r['gens']:5d} generations, {r['spans']:6d} spans "
+                f"({mode}): dag_from_trace {r['secs']:7.2f} s (CPU {r['cpu']:.2f} s, peak RSS so "
+                f"far {peak:,.0f} MB); node x generation pairs the indexes never compared "
+                f"{r['pairs_skipped']:,}; sentences ruled out {r['skipped']:,}; fuzzy "
+                f"comparisons run {r['fuzzy_calls']:,}; {r['fuzzy_links']} fuzzy links; "
+                f"DAG {'as expected' if r['ok'] else 'WRONG'}",
                 flush=True,
             )
             if not r["ok"]:

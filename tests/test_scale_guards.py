@@ -220,8 +220,8 @@ def _fields(r: ClaimResult) -> dict[str, Any]:
 WORKLOADS: dict[str, tuple[Callable[[int, Path], Callable[[], object]], int, int]] = {
     "next_round over a chain": (rounds_of_a_trail, 5_000, 3),
     "one claim through a chain": (one_claim_through_a_trail, 3_000, 2),
-    "report.json and report.html of a chain": (report_of_a_trail, 2_000, 2),
-    "load_dag of a DAG file": (load_a_dag, 10_000, 3),
+    "report.json and report.html of a chain": (report_of_a_trail, 4_000, 3),
+    "load_dag of a DAG file": (load_a_dag, 20_000, 3),
     "batch summary, index and table": (summary_of_a_batch, 500, 3),
     "run store: record every claim, then open it to resume": (resume_a_run, 500, 2),
 }

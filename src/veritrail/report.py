@@ -248,7 +248,11 @@ def build_report(
 def atomic_write_text(path: str | Path, text: str) -> Path:
     """Write `text` (UTF-8) to `path` atomically: a uniquely named temporary file in the same
     directory, flushed and fsync'ed, then `os.replace`d over `path`. A reader never sees half a
-    file, a crash never leaves one behind, and two writers never share a temporary file."""
+    file, a crash never leaves one behind, and two writers never share a temporary file.
+
+    The text is encoded before any file is opened: a text that is not valid Unicode (a lone
+    surrogate) raises `UnicodeEncodeError` with nothing created or replaced."""
+    data = text.encode("utf-8")
     p = Path(path)
     try:
         mode = p.stat().st_mode & 0o777  # keep the permissions of the file being replaced
@@ -257,8 +261,8 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, p)

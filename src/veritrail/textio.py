@@ -18,6 +18,11 @@ overrides, adapter inputs) goes through this module, so every one follows the sa
 * **Nesting is bounded**: a JSON or TOML value nested more than `MAX_DEPTH` levels deep is refused
   with "nested too deeply". A value too deep for the parser itself (Python's recursive parsers
   give up near 1,000 levels with a `RecursionError`) is refused with the same message.
+* **No lone surrogates**: a JSON escape ``\ud800``-``\udfff`` that is not half of a high/low pair
+  decodes to a code point that is not a character: no UTF-8 file can hold it, so every file we
+  would write from it (a DAG, a report) would fail half-way. It is refused, with its line and
+  column, rather than replaced: replacing would silently change a text that is then quoted as
+  evidence. (TOML refuses such escapes itself; the UTF-8 decoder refuses encoded surrogates.)
 
 Every failure is an `InputError` (a `ValueError`) whose message starts with what the file is and
 its path, e.g. ``claims file claims.json: not UTF-8: byte 0xe9 at offset 1234 (line 5, column
@@ -29,6 +34,7 @@ from __future__ import annotations
 import codecs
 import json
 import math
+import re
 import tomllib
 from enum import StrEnum
 from pathlib import Path
@@ -67,30 +73,43 @@ class InputProblem(StrEnum):
 
 
 class InputError(errors.InputProblem, ValueError):
-    """An input file cannot be read, decoded or parsed. The message names the file and where."""
+    """An input file cannot be read, decoded or parsed. The message names the file and where;
+    `reason` is the message without the file (for callers that name the file themselves)."""
 
-    def __init__(self, message: str, problem: InputProblem, path: str | Path | None = None):
+    def __init__(
+        self,
+        message: str,
+        problem: InputProblem,
+        path: str | Path | None = None,
+        *,
+        reason: str | None = None,
+    ):
         super().__init__(message)
         self.problem = problem
         self.path = None if path is None else str(path)
+        self.reason = message if reason is None else reason
 
 
 def _label(path: str | Path, what: str) -> str:
     return f"{what} {path}" if what else str(path)
 
 
+def _error(path: str | Path, what: str, reason: str, problem: InputProblem) -> InputError:
+    """The `InputError` "<what> <path>: <reason>"."""
+    return InputError(f"{_label(path, what)}: {reason}", problem, path, reason=reason)
+
+
 def open_error(exc: OSError, path: str | Path, what: str = "input file") -> InputError:
     """The `InputError` for an `OSError` met while opening or reading an input file."""
-    label = _label(path, what)
     if isinstance(exc, FileNotFoundError):
-        msg = f"{label}: not found"
+        reason = "not found"
     elif isinstance(exc, IsADirectoryError):
-        msg = f"{label}: is a directory, not a file"
+        reason = "is a directory, not a file"
     elif isinstance(exc, PermissionError):
-        msg = f"{label}: permission denied (cannot read it)"
+        reason = "permission denied (cannot read it)"
     else:
-        msg = f"{label}: cannot read the file ({exc.strerror or exc})"
-    return InputError(msg, InputProblem.UNREADABLE, path)
+        reason = f"cannot read the file ({exc.strerror or exc})"
+    return _error(path, what, reason, InputProblem.UNREADABLE)
 
 
 def read_input_bytes(path: str | Path, what: str = "input file") -> bytes:
@@ -108,11 +127,11 @@ def bom_length(head: bytes, path: str | Path, what: str = "input file") -> int:
         return len(_UTF8_BOM)
     for bom, name in _OTHER_BOMS:
         if head.startswith(bom):
-            raise InputError(
-                f"{_label(path, what)}: the file is {name} (it starts with a {name} byte order "
-                "mark); save it as UTF-8",
-                InputProblem.ENCODING,
+            raise _error(
                 path,
+                what,
+                f"the file is {name} (it starts with a {name} byte order mark); save it as UTF-8",
+                InputProblem.ENCODING,
             )
     return 0
 
@@ -143,19 +162,21 @@ def decode_input(
         text = data[skip:].decode("utf-8")
     except UnicodeDecodeError as exc:
         pos = skip + exc.start
-        raise InputError(
-            f"{_label(path, what)}: not UTF-8: byte 0x{data[pos]:02x} at "
-            f"{_where(data, pos, offset0, line0, skip)}; save the file as UTF-8",
-            InputProblem.ENCODING,
+        raise _error(
             path,
+            what,
+            f"not UTF-8: byte 0x{data[pos]:02x} at {_where(data, pos, offset0, line0, skip)}; "
+            "save the file as UTF-8",
+            InputProblem.ENCODING,
         ) from None
     if "\0" in text:
         pos = data.find(b"\0")
-        raise InputError(
-            f"{_label(path, what)}: NUL byte at {_where(data, pos, offset0, line0, skip)}: not a UTF-8 "
-            "text file (UTF-16 without a byte order mark, or binary?); save it as UTF-8",
-            InputProblem.ENCODING,
+        raise _error(
             path,
+            what,
+            f"NUL byte at {_where(data, pos, offset0, line0, skip)}: not a UTF-8 text file "
+            "(UTF-16 without a byte order mark, or binary?); save it as UTF-8",
+            InputProblem.ENCODING,
         )
     return text
 
@@ -179,6 +200,7 @@ def _finite(text: str) -> float:
 # One strict decoder for every input: NaN and ±Infinity are not JSON (RFC 8259), and a number
 # like 1e999 would silently become infinity.
 _DECODER = json.JSONDecoder(parse_constant=_no_constants, parse_float=_finite)
+_LENIENT = json.JSONDecoder()
 
 
 def parse_json(
@@ -191,35 +213,126 @@ def parse_json(
 ) -> Any:
     """Parse JSON text strictly; `max_depth=None` skips the depth check (for callers that check
     only the parts they keep, e.g. a large DAG's `meta`); `one_line` (a JSON Lines record whose
-    `path` already says the line) gives only the column of a syntax error. Raises `InputError`."""
-    label = _label(path, what)
+    `path` already says the line) gives only the column of a syntax error. Raises `InputError`.
+
+    `text` is what `decode_input` returns (so it holds no surrogate character itself); a JSON
+    escape of a lone surrogate is refused (module docstring)."""
     try:
         value = _DECODER.decode(text)
-    except json.JSONDecodeError as exc:
-        where = f"column {exc.colno}" if one_line else f"line {exc.lineno}, column {exc.colno}"
-        raise InputError(
-            f"{label}: not valid JSON: {exc.msg} ({where})",
-            InputProblem.SYNTAX,
-            path,
-        ) from None
-    except RecursionError:
-        raise too_deep(path, what) from None
-    except ValueError as exc:  # a NaN/Infinity constant, or an integer past the digit limit
-        msg = str(exc)
-        if "integer string conversion" in msg:
-            msg = "a number has more than 4,300 digits"
-        raise InputError(f"{label}: not valid JSON: {msg}", InputProblem.SYNTAX, path) from None
+    except (ValueError, RecursionError) as exc:
+        raise _parse_error(exc, path, what, one_line) from None
+    check_surrogates(text, path, what, one_line=one_line)
     if max_depth is not None:
         check_depth(value, path, what, max_depth=max_depth)
     return value
 
 
+def parse_json_values(
+    text: str,
+    path: str | Path,
+    what: str = "input file",
+    *,
+    max_depth: int = MAX_DEPTH,
+    allow_constants: bool = False,
+) -> list[Any]:
+    """Every JSON value in `text`, in order: one document, JSON Lines, or documents one after
+    another (pretty-printed objects), under the same rules as `parse_json`, each value's nesting
+    checked. An empty text gives no value. Raises `InputError`.
+
+    `allow_constants` accepts ``NaN``, ``Infinity`` and numbers past a float's range (as
+    Python's parser does), for files that Python programs write with `json.dumps`, which emits
+    them: an OpenTelemetry span's float attribute may be NaN."""
+    decoder = _LENIENT if allow_constants else _DECODER
+    out: list[Any] = []
+    i, n = 0, len(text)
+    while True:
+        while i < n and text[i] in _JSON_WS:
+            i += 1
+        if i >= n:
+            check_surrogates(text, path, what)
+            return out
+        try:
+            value, i = decoder.raw_decode(text, i)
+        except (ValueError, RecursionError) as exc:
+            raise _parse_error(exc, path, what, False) from None
+        check_depth(value, path, what, max_depth=max_depth)
+        out.append(value)
+
+
+_JSON_WS = " \t\n\r"
+"""JSON's whitespace (RFC 8259), the only characters allowed between values."""
+
+
+def _parse_error(exc: Exception, path: str | Path, what: str, one_line: bool) -> InputError:
+    """The `InputError` for what the JSON decoder raised."""
+    if isinstance(exc, RecursionError):
+        return too_deep(path, what)
+    if isinstance(exc, json.JSONDecodeError):
+        where = f"column {exc.colno}" if one_line else f"line {exc.lineno}, column {exc.colno}"
+        return _error(path, what, f"not valid JSON: {exc.msg} ({where})", InputProblem.SYNTAX)
+    msg = str(exc)  # a NaN/Infinity constant, or an integer past the digit limit
+    if "integer string conversion" in msg:
+        msg = "a number has more than 4,300 digits"
+    return _error(path, what, f"not valid JSON: {msg}", InputProblem.SYNTAX)
+
+
+# A JSON escape of a surrogate code point, and any escape (`\\` consumed as one, so that an
+# escaped backslash followed by "ud800" is not taken for an escape).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_ANY_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)", re.DOTALL)
+
+
+def lone_surrogate(text: str) -> tuple[int, str] | None:
+    """(offset, escape) of the first JSON escape in `text` that decodes to a lone surrogate: a
+    high half (``\\ud800``-``\\udbff``) not directly followed by a low half's escape, or a low
+    half (``\\udc00``-``\\udfff``) on its own, as Python's JSON decoder pairs them. None if there
+    is none (a search in C; the escapes are walked only when one may be there)."""
+    if _SURROGATE_ESCAPE.search(text) is None:
+        return None
+    high: tuple[int, str] | None = None
+    high_end = -1
+    for m in _ANY_ESCAPE.finditer(text):
+        code = int(m.group(1), 16) if m.group(1) else -1
+        if high is not None:
+            if 0xDC00 <= code <= 0xDFFF and m.start() == high_end:
+                high = None
+                continue
+            return high
+        if 0xD800 <= code <= 0xDBFF:
+            high, high_end = (m.start(), m.group(0)), m.end()
+        elif 0xDC00 <= code <= 0xDFFF:
+            return m.start(), m.group(0)
+    return high
+
+
+def check_surrogates(
+    text: str, path: str | Path, what: str = "input file", *, one_line: bool = False
+) -> None:
+    """`InputError` naming the line and column of a JSON escape in `text` that decodes to a lone
+    surrogate (`lone_surrogate`); `one_line`: only the column."""
+    found = lone_surrogate(text)
+    if found is None:
+        return
+    pos, escape = found
+    column = pos - text.rfind("\n", 0, pos)
+    line = text.count("\n", 0, pos) + 1
+    where = f"column {column}" if one_line else f"line {line}, column {column}"
+    raise _error(
+        path,
+        what,
+        f"lone surrogate {escape} at {where}: half of a UTF-16 pair, not a character (the "
+        "program that wrote the file cut a pair in two); write the character itself",
+        InputProblem.ENCODING,
+    )
+
+
 def too_deep(path: str | Path, what: str = "input file", max_depth: int = MAX_DEPTH) -> InputError:
     """The "nested too deeply" error."""
-    return InputError(
-        f"{_label(path, what)}: nested too deeply (more than {max_depth} levels of arrays/objects)",
-        InputProblem.TOO_DEEP,
+    return _error(
         path,
+        what,
+        f"nested too deeply (more than {max_depth} levels of arrays/objects)",
+        InputProblem.TOO_DEEP,
     )
 
 
@@ -227,18 +340,36 @@ def depth_exceeds(value: Any, max_depth: int = MAX_DEPTH, *, level: int = 1) -> 
     """True if `value`, found at nesting `level` of its file (1 = the top-level value), reaches
     past level `max_depth` with lists/tuples/dicts (iterative, so any depth is safe to check;
     stops at the first value too deep)."""
+    # Exact type tests first, and scalars never pushed: every value of a large trace or DAG
+    # meta passes through here (twice as fast as isinstance on each).
     stack: list[tuple[Any, int]] = [(value, level)]
+    pop, push = stack.pop, stack.append
     while stack:
-        v, d = stack.pop()
-        if isinstance(v, dict):
+        v, d = pop()
+        t = type(v)
+        if t is dict:
             items: Any = v.values()
+        elif t is list or t is tuple:
+            items = v
+        elif isinstance(v, dict):
+            items = v.values()
         elif isinstance(v, list | tuple):
             items = v
         else:
             continue
         if d > max_depth:
             return True
-        stack.extend((x, d + 1) for x in items if isinstance(x, dict | list | tuple))
+        d += 1
+        for x in items:
+            tx = type(x)
+            if (
+                tx is not str
+                and tx is not int
+                and tx is not float
+                and tx is not bool
+                and x is not None
+            ):
+                push((x, d))
     return False
 
 
@@ -269,9 +400,7 @@ def read_input_toml(path: str | Path, what: str = "config file") -> dict[str, An
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise InputError(
-            f"{_label(path, what)}: not valid TOML: {exc}", InputProblem.SYNTAX, path
-        ) from None
+        raise _error(path, what, f"not valid TOML: {exc}", InputProblem.SYNTAX) from None
     except RecursionError:
         raise too_deep(path, what) from None
     check_depth(doc, path, what)
@@ -284,10 +413,13 @@ __all__ = [
     "InputProblem",
     "bom_length",
     "check_depth",
+    "check_surrogates",
     "decode_input",
     "depth_exceeds",
+    "lone_surrogate",
     "open_error",
     "parse_json",
+    "parse_json_values",
     "read_input_bytes",
     "read_input_json",
     "read_input_text",

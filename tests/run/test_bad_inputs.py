@@ -74,6 +74,12 @@ FILE_LEVEL: dict[str, tuple[bytes | None, str]] = {
     "too_large_float": (b'{"x": 1e999}', "1e999 is too large"),
     "huge_int": (b'{"x": ' + b"9" * 5000 + b"}", "more than 4,300 digits"),
     "deep_list": (DEEP.encode(), "nested too deeply"),
+    # Half of a UTF-16 pair: no UTF-8 file can hold it (issue 29: a report or DAG written from
+    # it failed half-way; a claims file crashed verify).
+    "lone_surrogate": (
+        b'["Marley had died \\ud800."]',
+        "lone surrogate \\ud800 at line 1, column 19",
+    ),
     "deep_object": (DEEP_OBJ.encode(), "nested too deeply"),
     "missing": (None, "not found"),
     "directory": (None, "directory"),
@@ -123,6 +129,10 @@ DAG_JSONL: dict[str, tuple[bytes, str]] = {
         "nested too deeply",
     ),
     "jsonl_utf16": ('{"id": "r", "text": "R."}\n'.encode("utf-16"), "is UTF-16"),
+    "jsonl_lone_surrogate": (
+        b'{"id": "r", "text": "R."}\n{"id": "t", "text": "T\\udc00.", "sources": ["r"]}\n',
+        "lone surrogate \\udc00 at column 23",
+    ),
 }
 CLAIMS_SHAPES: dict[str, tuple[bytes, str]] = {
     "null": (b"null", "expected a JSON array of claims"),
@@ -658,6 +668,72 @@ def test_arbitrary_bytes_give_a_value_or_an_input_error(
     except InputError as exc:
         assert str(exc).startswith(f"claims file {p}: ")
         assert "\n" not in str(exc)
+
+
+def _has_lone_surrogate(text: str) -> bool:
+    """A surrogate code point that is not a high half followed by a low half."""
+    i = 0
+    while i < len(text):
+        if "\ud800" <= text[i] <= "\udbff" and "\udc00" <= text[i + 1 : i + 2] <= "\udfff":
+            i += 2
+        elif "\ud800" <= text[i] <= "\udfff":
+            return True
+        else:
+            i += 1
+    return False
+
+
+# Any characters, and surrogates (which st.characters() leaves out): halves of pairs, alone or not.
+WITH_SURROGATES = st.one_of(
+    st.characters(),
+    st.sampled_from(["\ud800", "\udbff", "\udc00", "\udfff", "\ud83d", "\ude00", "\\", "u"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet=WITH_SURROGATES, max_size=6), max_size=4))
+def test_a_lone_surrogate_escape_is_refused_and_a_pair_is_not(texts: list[str]) -> None:
+    # Strings as json.dumps escapes them: the reader refuses exactly those with a lone
+    # surrogate, and reads a high half followed by a low half as one character.
+    doc = json.dumps(texts)
+    try:
+        got = parse_json(doc, "x.json")
+    except InputError as exc:
+        assert any(_has_lone_surrogate(t) for t in texts), str(exc)
+        assert exc.problem is InputProblem.ENCODING and "lone surrogate" in str(exc)
+    else:
+        assert not any(_has_lone_surrogate(t) for t in texts)
+        assert got == [t.encode("utf-16-le", "surrogatepass").decode("utf-16-le") for t in texts]
+
+
+def test_a_utf8_bom_and_a_lone_surrogate_in_a_trace(tmp_path: Path) -> None:
+    # from-trace read its file apart from this module: a BOM was "not valid JSON", a lone
+    # surrogate reached the DAG writer (which left --out truncated).
+    trace = {
+        "id": "t",
+        "input": "Who died?",
+        "output": "Marley had died.",
+        "observations": [
+            {
+                "id": "g",
+                "type": "GENERATION",
+                "startTime": "2025-05-01T10:00:01Z",
+                "input": "Marley was dead: to begin with. Who died?",
+                "output": "Marley had died.",
+            }
+        ],
+    }
+    good = tmp_path / "trace.json"
+    good.write_bytes(BOM + json.dumps(trace).encode())
+    res = CliRunner().invoke(cli, ["from-trace", str(good), "--out", str(tmp_path / "d.json")])
+    assert res.exit_code == 0, res.output
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(json.dumps(trace).replace("Marley had died.", "Marley \\ud800").encode())
+    before = (tmp_path / "d.json").read_bytes()
+    res = CliRunner().invoke(cli, ["from-trace", str(bad), "--out", str(tmp_path / "d.json")])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert res.stderr.startswith(f"error: {bad}: lone surrogate \\ud800 at line 1, column ")
+    assert (tmp_path / "d.json").read_bytes() == before
 
 
 @settings(max_examples=200, deadline=None)

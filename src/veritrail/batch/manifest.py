@@ -22,13 +22,13 @@ moved together. Blank lines and lines starting with ``#`` are skipped.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .. import textio
 from ..errors import InputProblem
 from ..run.settings import SETTING_NAMES
 
@@ -81,25 +81,28 @@ def load_manifest(path: str | Path) -> list[ManifestJob]:
     Raises `ManifestError` (one line per problem, at most the first 20) for anything wrong.
     """
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ManifestError(f"manifest {p} not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ManifestError(f"manifest {p}: {exc}") from None
+    try:  # the rules of every input file (veritrail.textio): UTF-8, an optional BOM dropped
+        text = textio.read_input_text(p, "manifest")
+    except textio.InputError as exc:
+        raise ManifestError(str(exc)) from None
     base = p.parent
     jobs: list[ManifestJob] = []
     problems: list[str] = []
     seen: dict[str, int] = {}
-    for n, raw in enumerate(text.splitlines(), start=1):
+    # Lines end at "\n" only: a JSON string may hold U+2028 and the other breaks splitlines()
+    # knows ("\r" is stripped with the other blanks).
+    for n, raw in enumerate(text.split("\n"), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
         where = f"{p}:{n}"
-        try:
-            doc = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.append(f"{where}: not JSON ({exc.msg})")
+        try:  # strict JSON, nesting and lone surrogates checked like any input's
+            doc = textio.parse_json(line, where, "", one_line=True)
+        except textio.InputError as exc:
+            reason = exc.reason
+            if exc.problem is textio.InputProblem.SYNTAX:  # worded as this reader always has
+                reason = "not JSON (" + reason.removeprefix("not valid JSON: ") + ")"
+            problems.append(f"{where}: {reason}")
             continue
         if not isinstance(doc, dict):
             problems.append(f"{where}: a job must be a JSON object")

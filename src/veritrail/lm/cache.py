@@ -11,6 +11,12 @@ base URL, timeouts or retry settings, so moving to another mirror of the same mo
 cache and a key can never leak into the file. Bump `CACHE_KEY_VERSION` whenever the key document
 changes meaning. Values are the reply text and token counts only.
 
+Replies are stored as the model wrote them, not redacted: a hit must give back exactly what a
+call would (a redacted reply would change the claims and prompts built from it, so the calls
+after it would miss). A reply can quote the texts it was sent, secrets included when the inputs
+hold them, so a new cache file is created readable by its owner only, and nothing prints a
+stored reply (`veritrail cache` shows counts and sizes; docs/running.md).
+
 The file is safe to share between processes (WAL journal, busy timeout); writes are serialised
 within a process by a lock, since the wrapper calls it from many tasks.
 
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -56,6 +63,20 @@ CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 
 class CacheOpenError(InputProblem, ValueError):
     """The cache file cannot be created, opened or written; the message names it and the cause."""
+
+
+def _create_private(path: Path) -> None:
+    """Create an empty cache file readable by its owner only (0600), unless it exists.
+
+    The replies stored may quote the texts the model was given, and those may hold secrets
+    (docs/running.md, "Secrets"); SQLite gives its -wal and -shm files the database file's
+    permissions. An existing file is left as it is; any failure here is left to
+    `sqlite3.connect`, which reports it."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError:
+        return  # it exists (maybe created by another process just now), or cannot be created
+    os.close(fd)
 
 
 def default_cache_path() -> Path:
@@ -135,6 +156,7 @@ class ResponseCache:
             raise self._unusable(why) from None
         if self.path.is_dir():
             raise self._unusable("it is a directory")
+        _create_private(self.path)
         try:
             self._conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
         except sqlite3.Error as exc:

@@ -23,6 +23,7 @@ from pathlib import Path
 from ..dag import Dag, DagValidationError
 from ..method.segment import sentence_spans
 from ..method.tokens import estimate_tokens
+from ..redaction import redact_obj
 from .job import InMemoryDag, JobInputError
 
 ANSWER_ID = "answer"
@@ -73,7 +74,13 @@ def single_step_dag(
     chunk_tokens: int | None = None,
 ) -> InMemoryDag:
     """The two-stage DAG: source chunks (roots) -> the answer (terminal). `JobInputError` on an
-    empty answer, no sources, an empty source or two sources with one name."""
+    empty answer, no sources, an empty source or two sources with one name.
+
+    Texts are redacted (`redaction.redact_obj`: API keys, credential headers, URL passwords)
+    once cut into chunks: the DAG is written to the run directory (`veritrail resume` reads it
+    back, and its hash is the run's), so it must hold no secret, and the run then verifies the
+    very texts the run directory keeps (a resumed run equals an uninterrupted one). The model
+    is sent the redacted texts too."""
     if not answer.strip():
         raise JobInputError("the answer is empty")
     if not sources:
@@ -92,6 +99,9 @@ def single_step_dag(
             for i, chunk in enumerate(chunks, 1)
         )
     records.append({"id": ANSWER_ID, "text": answer, "sources": [str(r["id"]) for r in records]})
+    texts = redact_obj([r["text"] for r in records])  # the same list when nothing is secret
+    for r, text in zip(records, texts, strict=True):
+        r["text"] = text
     try:
         dag = Dag.from_records(records, meta={"made_by": "veritrail check"})
     except DagValidationError as exc:  # not expected: the records are built above

@@ -25,12 +25,11 @@ of ``gen_ai.output.messages`` or ``gen_ai.completion.N.content``. A tool's outpu
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
-from .model import Kind, text_leaves
+from .model import Kind, parse_embedded, text_leaves
 
 _OPERATIONS = {
     "chat": Kind.LLM,
@@ -59,10 +58,7 @@ def _json(value: Any) -> Any:
     if isinstance(value, str):
         s = value.strip()
         if s[:1] in ("[", "{"):
-            try:
-                return json.loads(s)
-            except ValueError:
-                return value
+            return parse_embedded(s, value)
     return value
 
 
@@ -70,10 +66,7 @@ def _entity(value: Any) -> Any:
     """``traceloop.entity.input`` / ``output``: always JSON-encoded (a string output is a JSON
     string literal); a value that does not parse is kept as written."""
     if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
+        return parse_embedded(value, value)
     return value
 
 

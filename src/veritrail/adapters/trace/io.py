@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import json
+import re
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from ... import textio
 from .build import MatchSettings, TraceImport, build_dag
 from .langfuse import is_langfuse, read_langfuse
 from .model import TraceError, TraceSpan
 from .otel import is_otlp, is_sdk_span, read_otlp, read_sdk_spans
+
+_SYNTAX = re.compile(r"not valid JSON: (?P<msg>.*) \((?P<where>line \d+, column \d+)\)$")
 
 
 class TraceFormat(StrEnum):
@@ -24,25 +27,24 @@ class TraceFormat(StrEnum):
     """Langfuse trace / observations exports."""
 
 
-def parse_json_values(text: str) -> list[Any]:
+def parse_json_values(text: str, path: str | Path = "<text>") -> list[Any]:
     """Every JSON value in `text`: one document, JSON Lines, or objects one after another.
 
     A top-level list is flattened into its items, so ``[span, span]`` and one span per line read
-    the same.
+    the same. The rules of every input file apply (`veritrail.textio`: nesting at most
+    `MAX_DEPTH` levels, no lone surrogate; only ``NaN`` and the infinities are accepted, as
+    Python's exporters write them); a failure is a `TraceError` with the reason.
     """
-    dec = json.JSONDecoder()
+    try:
+        # NaN allowed: opentelemetry-sdk's to_json() writes a NaN float attribute as NaN.
+        values = textio.parse_json_values(text, path, "trace file", allow_constants=True)
+    except textio.InputError as exc:
+        # Where first, as the importer has always said it: "not valid JSON at line 3, column 7".
+        m = _SYNTAX.match(exc.reason)
+        reason = f"not valid JSON at {m['where']}: {m['msg']}" if m else exc.reason
+        raise TraceError(reason) from None
     out: list[Any] = []
-    i, n = 0, len(text)
-    while True:
-        while i < n and text[i].isspace():
-            i += 1
-        if i >= n:
-            break
-        try:
-            value, i = dec.raw_decode(text, i)
-        except json.JSONDecodeError as exc:
-            line = text.count("\n", 0, exc.pos) + 1
-            raise TraceError(f"not valid JSON at line {line}: {exc.msg}") from exc
+    for value in values:
         if isinstance(value, list):
             out.extend(value)
         else:
@@ -78,11 +80,12 @@ def read_trace(
 ) -> tuple[TraceFormat, list[TraceSpan]]:
     """Read a trace file into spans; `fmt` forces the format (else detected)."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TraceError(f"{p}: {exc}") from exc
-    values = parse_json_values(text)
+    try:  # UTF-8 with an optional BOM, like every input file (veritrail.textio)
+        text = textio.read_input_text(p, "trace file")
+    except textio.InputError as exc:
+        raise TraceError(exc.reason) from None
+    values = parse_json_values(text, p)
+    del text  # a large export: let its text go before the spans are built
     found = TraceFormat(fmt) if fmt else detect_format(values)
     reader = {
         TraceFormat.OTLP: read_otlp,

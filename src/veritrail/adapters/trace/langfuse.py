@@ -59,10 +59,11 @@ def _ns(value: Any) -> int:
         return 0
     s = str(value)
     try:
-        dt = datetime.fromisoformat(s.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise TraceError(f"bad Langfuse time {s!r}") from exc
-    return int(dt.timestamp() * 1_000_000) * 1000
+        # A time without a zone is local time: timestamp() may refuse it (year 1).
+        micros = int(datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp() * 1_000_000)
+    except (ValueError, OverflowError, OSError):
+        raise TraceError(f"bad Langfuse time {s!r:.60}") from None
+    return micros * 1000
 
 
 def _llm_inputs(value: Any) -> list[str]:

@@ -14,10 +14,43 @@ from enum import StrEnum
 from typing import Any
 
 from ...errors import InputProblem
+from ...textio import MAX_DEPTH, depth_exceeds, lone_surrogate
 
 
 class TraceError(InputProblem, ValueError):
     """The trace cannot be read, or gives no valid generation DAG (the message says why)."""
+
+
+def parse_embedded(text: str, default: Any) -> Any:
+    """A JSON text held in a span attribute (``input.value``, a message list), parsed; `default`
+    when it is not JSON.
+
+    The text was a string of the trace file, so the file's rules never saw inside it: a value
+    nested more than `MAX_DEPTH` levels (or too deep for the parser) is refused here, with a
+    `TraceError`, before anything walks it recursively, and so is a lone surrogate escape
+    (a DAG holding it could not be written).
+    """
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        value = _TOO_DEEP
+    except ValueError:
+        return default
+    if value is _TOO_DEEP or depth_exceeds(value, MAX_DEPTH):
+        raise TraceError(
+            f"a JSON text inside a span attribute is nested too deeply (more than {MAX_DEPTH} "
+            f"levels of arrays/objects): {text[:40]!r}..."
+        )
+    lone = lone_surrogate(text)  # the file's own rule (veritrail.textio), one level down
+    if lone is not None:
+        raise TraceError(
+            f"a JSON text inside a span attribute holds the lone surrogate {lone[1]} (at "
+            f"character {lone[0] + 1} of {text[:40]!r}...): half of a UTF-16 pair, not a character"
+        )
+    return value
+
+
+_TOO_DEEP = object()
 
 
 class Kind(StrEnum):
@@ -125,10 +158,7 @@ def text_leaves(value: Any, *, parse_json: bool = True) -> Iterator[str]:
     if isinstance(value, str):
         s = value.strip()
         if parse_json and s[:1] in ("{", "[") and s[-1:] in ("}", "]"):
-            try:
-                parsed = json.loads(s)
-            except ValueError:
-                parsed = None
+            parsed = parse_embedded(s, None)
             if isinstance(parsed, dict | list):
                 yield from text_leaves(parsed, parse_json=False)
                 return
@@ -176,4 +206,4 @@ def unique(texts: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(t for t in texts if isinstance(t, str) and t.strip()))
 
 
-__all__ = ["Kind", "TraceError", "TraceSpan", "text_leaves", "unique"]
+__all__ = ["Kind", "TraceError", "TraceSpan", "parse_embedded", "text_leaves", "unique"]

@@ -30,9 +30,10 @@ from datetime import datetime
 from typing import Any
 
 from .genai import genai_kind, genai_texts
-from .model import Kind, TraceError, TraceSpan, text_leaves, unique
+from .model import Kind, TraceError, TraceSpan, parse_embedded, text_leaves, unique
 
 _INDEXED = re.compile(r"^(?P<prefix>[a-z_.]+?)\.(?P<i>\d+)\.(?P<rest>.+)$")
+_NOT_JSON = object()
 
 
 def _indexed(attrs: Mapping[str, Any], prefix: str, field: str) -> list[str]:
@@ -61,12 +62,7 @@ def _generation_texts(value: Any) -> list[str]:
     if isinstance(value, str):
         s = value.strip()
         if s[:1] == "{":
-            import json
-
-            try:
-                doc = json.loads(s)
-            except ValueError:
-                doc = None
+            doc = parse_embedded(s, None)
             if isinstance(doc, dict):
                 gens = doc.get("generations")
                 if isinstance(gens, list):  # LangChain's LLMResult
@@ -152,12 +148,9 @@ def span_from_attributes(
 
 def _all_strings(value: Any) -> list[str]:
     # An LLM's raw input: every message text, system included (see span_from_attributes).
-    import json
-
     if isinstance(value, str):
-        try:
-            doc = json.loads(value)
-        except ValueError:
+        doc = parse_embedded(value, _NOT_JSON)
+        if doc is _NOT_JSON:
             return [value]
         value = doc
     out: list[str] = []
@@ -188,7 +181,7 @@ def _all_strings(value: Any) -> list[str]:
 
 
 def _any_value(v: Any) -> Any:
-    """Decode an OTLP ``AnyValue`` object."""
+    """Decode an OTLP ``AnyValue`` object (`TraceError` for one of the wrong shape)."""
     if not isinstance(v, dict):
         return v
     if "stringValue" in v:
@@ -196,19 +189,63 @@ def _any_value(v: Any) -> Any:
     if "boolValue" in v:
         return bool(v["boolValue"])
     if "intValue" in v:
-        return int(v["intValue"])
+        # protobuf's JSON mapping writes int64 as a decimal string; a number is accepted too.
+        raw = v["intValue"]
+        if isinstance(raw, int | str) and not isinstance(raw, bool):
+            try:
+                return int(raw)
+            except ValueError:
+                pass
+        elif isinstance(raw, float) and raw.is_integer():
+            return int(raw)
+        raise TraceError(f"intValue {raw!r:.40} is not an integer")
     if "doubleValue" in v:
-        return float(v["doubleValue"])
+        raw = v["doubleValue"]
+        # A string is how protobuf's JSON mapping writes NaN and the infinities.
+        if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+            raise TraceError(f"doubleValue must be a number, not {raw!r:.40}")
+        try:
+            return float(raw)
+        except ValueError:
+            raise TraceError(f"doubleValue {raw!r:.40} is not a number") from None
     if "arrayValue" in v:
-        return [_any_value(x) for x in (v["arrayValue"] or {}).get("values", [])]
+        return [_any_value(x) for x in _values(v["arrayValue"], "arrayValue")]
     if "kvlistValue" in v:
-        return {
-            kv.get("key"): _any_value(kv.get("value"))
-            for kv in (v["kvlistValue"] or {}).get("values", [])
-        }
+        out: dict[str, Any] = {}
+        for kv in _values(v["kvlistValue"], "kvlistValue"):
+            if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
+                raise TraceError(
+                    f'a kvlistValue item must be an object with a string "key", not {kv!r:.40}'
+                )
+            out[kv["key"]] = _any_value(kv.get("value"))
+        return out
     if "bytesValue" in v:
         return v["bytesValue"]
     return None
+
+
+def _values(container: Any, what: str) -> list[Any]:
+    """The ``values`` list of an OTLP ``ArrayValue`` / ``KeyValueList`` (null: empty)."""
+    if container is None:
+        return []
+    values = container.get("values") if isinstance(container, dict) else container
+    if values is None:
+        return []
+    if not isinstance(container, dict) or not isinstance(values, list):
+        raise TraceError(f'{what} must be an object with a "values" list, not {container!r:.40}')
+    return values
+
+
+def _objects(value: Any, what: str) -> list[dict[str, Any]]:
+    """A list of objects from the OTLP structure (a missing or null list: empty)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise TraceError(f"{what} must be a list, not {type(value).__name__}")
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise TraceError(f"{what}[{i}] must be an object, not {type(item).__name__}")
+    return value
 
 
 def _otlp_id(v: Any) -> str:
@@ -230,34 +267,42 @@ def is_otlp(doc: Any) -> bool:
 
 
 def read_otlp(docs: Iterable[Any]) -> list[TraceSpan]:
-    """Spans of OTLP JSON export requests (``resourceSpans`` → ``scopeSpans`` → ``spans``)."""
+    """Spans of OTLP JSON export requests (``resourceSpans`` → ``scopeSpans`` → ``spans``).
+
+    Every level is checked for its type: a `TraceError` names the first item that is not what
+    OTLP writes (a string where an object belongs, an attribute list that is a number, ...)."""
     out: list[TraceSpan] = []
     for doc in docs:
         if not is_otlp(doc):
             raise TraceError('expected OTLP JSON objects with a "resourceSpans" list')
-        for rs in doc["resourceSpans"]:
-            for ss in (
-                (rs or {}).get("scopeSpans") or (rs or {}).get("instrumentationLibrarySpans") or []
-            ):
-                for sp in (ss or {}).get("spans") or []:
-                    if not isinstance(sp, dict):
-                        raise TraceError("an OTLP span is not an object")
-                    attrs = {
-                        str(a.get("key")): _any_value(a.get("value"))
-                        for a in sp.get("attributes") or []
-                        if isinstance(a, dict)
-                    }
+        for rs in _objects(doc["resourceSpans"], "resourceSpans"):
+            scopes = rs.get("scopeSpans")
+            scope_key = "scopeSpans"
+            if scopes is None:  # the name before OTLP 0.19
+                scopes, scope_key = (
+                    rs.get("instrumentationLibrarySpans"),
+                    "instrumentationLibrarySpans",
+                )
+            for ss in _objects(scopes, scope_key):
+                for sp in _objects(ss.get("spans"), "spans"):
+                    name = sp.get("name")
                     try:
+                        attrs = {
+                            a["key"]: _any_value(a.get("value"))
+                            for a in _attributes(sp.get("attributes"))
+                        }
                         start = int(sp.get("startTimeUnixNano") or 0)
                         end = int(sp.get("endTimeUnixNano") or start)
+                    except TraceError as exc:
+                        raise TraceError(f"span {name!r:.60}: {exc}") from None
                     except (TypeError, ValueError) as exc:
-                        raise TraceError(f"span {sp.get('name')!r}: bad time: {exc}") from exc
+                        raise TraceError(f"span {name!r:.60}: bad time: {exc}") from None
                     out.append(
                         span_from_attributes(
                             span_id=_otlp_id(sp.get("spanId")),
                             parent_id=_otlp_id(sp.get("parentSpanId")) or None,
                             trace_id=_otlp_id(sp.get("traceId")),
-                            name=str(sp.get("name") or ""),
+                            name=str(name or ""),
                             start=start,
                             end=end,
                             seq=len(out),
@@ -265,6 +310,15 @@ def read_otlp(docs: Iterable[Any]) -> list[TraceSpan]:
                         )
                     )
     return out
+
+
+def _attributes(value: Any) -> list[dict[str, Any]]:
+    """A span's ``attributes``: a list of ``{"key", "value"}`` objects (null: none)."""
+    items = _objects(value, "attributes")
+    for a in items:
+        if not isinstance(a.get("key"), str):
+            raise TraceError(f'an attribute needs a string "key", not {a.get("key")!r:.40}')
+    return items
 
 
 # -- opentelemetry-sdk span JSON ----------------------------------------------------------------
@@ -289,10 +343,10 @@ def _iso_ns(value: Any) -> int:
         raise TraceError(f"bad time {s!r}")
     base, frac, tz = m.group(1), m.group(2) or "", m.group(3) or "+00:00"
     try:
-        dt = datetime.fromisoformat(base + ("+00:00" if tz == "Z" else tz))
-    except ValueError as exc:
-        raise TraceError(f"bad time {s!r}") from exc
-    return int(dt.timestamp()) * 1_000_000_000 + int((frac + "000000000")[:9])
+        seconds = int(datetime.fromisoformat(base + ("+00:00" if tz == "Z" else tz)).timestamp())
+    except (ValueError, OverflowError, OSError):
+        raise TraceError(f"bad time {s!r:.60}") from None
+    return seconds * 1_000_000_000 + int((frac + "000000000")[:9])
 
 
 def _hex(v: Any) -> str:
