@@ -185,3 +185,36 @@ def test_the_model_cache_is_private_and_never_printed(
     report = (tmp_path / "report.json").read_bytes()
     for s in SECRETS:
         assert s.encode() not in report
+
+
+def test_every_saved_dag_is_redacted_and_written_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `save_dag` serves the recorder, the live handlers, from-booookscore, from-graphrag and the
+    # pipelines: the same rule as from-trace's DAG, and never half a file in place of one.
+    from veritrail.dag import Dag, load_dag, save_dag
+
+    for k, v in ENV.items():
+        monkeypatch.setenv(k, v)
+    dag = Dag.from_records(
+        [
+            {"id": "src", "text": DOCUMENT},
+            {"id": "final", "text": ANSWER, "sources": ["src"]},
+        ],
+        meta={"endpoint": URL},
+    )
+    for name in ("dag.json", "dag.jsonl"):
+        out = tmp_path / name
+        save_dag(dag, out)
+        text = out.read_text(encoding="utf-8")
+        assert not any(s in text for s in SECRETS), name
+        assert MASK in text
+        assert [n.id for n in load_dag(out)] == ["src", "final"]
+        before = out.read_bytes()
+        broken = Dag.from_records([{"id": "x", "text": "half \ud800 a surrogate"}])
+        with pytest.raises(UnicodeEncodeError):
+            save_dag(broken, out)
+        assert out.read_bytes() == before
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+            p for p in ("dag.json", "dag.jsonl") if (tmp_path / p).exists()
+        )

@@ -25,9 +25,11 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from . import errors
+from .redaction import redact_obj
 from .textio import (
     InputError,
     InputProblem,
+    atomic_write_text,
     bom_length,
     check_depth,
     decode_input,
@@ -710,21 +712,22 @@ def save_dag(dag: Dag, path: str | Path) -> None:
     """Write a DAG as JSON (one node per line) or as JSON Lines when the path ends in .jsonl.
 
     Stages are always written, so a reload gives the same stages even if they were computed.
+    Secrets in the texts and meta (keys, auth headers, URL credentials: `redaction.redact_obj`)
+    are written as `***`, as in every file veritrail writes; the file is replaced atomically
+    (`textio.atomic_write_text`), so a failed write never leaves half a DAG in its place.
     """
     p = Path(path)
-    with p.open("w", encoding="utf-8") as fh:
-        if p.suffix.lower() in (".jsonl", ".ndjson"):
-            if dag.meta:
-                fh.write(json.dumps({"meta": dag.meta}, ensure_ascii=False) + "\n")
-            for rec in dag.to_records():
-                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-            return
-        fh.write("{")
-        if dag.meta:
-            fh.write('"meta": ' + json.dumps(dag.meta, ensure_ascii=False) + ",\n")
-        fh.write('"nodes": [\n')
-        fh.write(",\n".join(json.dumps(rec, ensure_ascii=False) for rec in dag.to_records()))
-        fh.write("\n]}\n")
+    meta = redact_obj(dag.meta) if dag.meta else None
+    records = [redact_obj(rec) for rec in dag.to_records()]
+    if p.suffix.lower() in (".jsonl", ".ndjson"):
+        lines = [json.dumps({"meta": meta}, ensure_ascii=False)] if meta else []
+        lines += [json.dumps(rec, ensure_ascii=False) for rec in records]
+        text = "".join(line + "\n" for line in lines)
+    else:
+        head = '{"meta": ' + json.dumps(meta, ensure_ascii=False) + ",\n" if meta else "{"
+        body = ",\n".join(json.dumps(rec, ensure_ascii=False) for rec in records)
+        text = head + '"nodes": [\n' + body + "\n]}\n"
+    atomic_write_text(p, text)
 
 
 def dag_schema() -> dict[str, Any]:

@@ -8,10 +8,7 @@ identical runs (timestamps, wall times) live under `"run"` and in `cost.wall_sec
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
@@ -33,6 +30,7 @@ from .records import (
     Termination,
     Verdict,
 )
+from .textio import atomic_write_text as atomic_write_text  # written here first; kept importable
 
 REPORT_FORMAT = "veritrail-report"
 REPORT_VERSION = 1
@@ -243,34 +241,6 @@ def build_report(
     if extras:
         report.update(extras)
     return report
-
-
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write `text` (UTF-8) to `path` atomically: a uniquely named temporary file in the same
-    directory, flushed and fsync'ed, then `os.replace`d over `path`. A reader never sees half a
-    file, a crash never leaves one behind, and two writers never share a temporary file.
-
-    The text is encoded before any file is opened: a text that is not valid Unicode (a lone
-    surrogate) raises `UnicodeEncodeError` with nothing created or replaced."""
-    data = text.encode("utf-8")
-    p = Path(path)
-    try:
-        mode = p.stat().st_mode & 0o777  # keep the permissions of the file being replaced
-    except OSError:
-        mode = 0o644  # mkstemp creates 0600; a report is meant to be read by others
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return p
 
 
 def indented_json(doc: Any) -> str:

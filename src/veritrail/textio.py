@@ -32,9 +32,12 @@ its path, e.g. ``claims file claims.json: not UTF-8: byte 0xe9 at offset 1234 (l
 from __future__ import annotations
 
 import codecs
+import contextlib
 import json
 import math
+import os
 import re
+import tempfile
 import tomllib
 from enum import StrEnum
 from pathlib import Path
@@ -426,3 +429,34 @@ __all__ = [
     "read_input_toml",
     "too_deep",
 ]
+
+
+# -- writing ------------------------------------------------------------------------------------
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write `text` (UTF-8) to `path` atomically: a uniquely named temporary file in the same
+    directory, flushed and fsync'ed, then `os.replace`d over `path`. A reader never sees half a
+    file, a crash never leaves one behind, and two writers never share a temporary file.
+
+    The text is encoded before any file is opened: a text that is not valid Unicode (a lone
+    surrogate) raises `UnicodeEncodeError` with nothing created or replaced."""
+    data = text.encode("utf-8")
+    p = Path(path)
+    try:
+        mode = p.stat().st_mode & 0o777  # keep the permissions of the file being replaced
+    except OSError:
+        mode = 0o644  # mkstemp creates 0600; a report is meant to be read by others
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return p

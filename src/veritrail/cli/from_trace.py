@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,7 +12,6 @@ from .common import fail as _fail
 
 if TYPE_CHECKING:
     from ..adapters.trace import TraceImport
-    from ..dag import Dag
 
 
 @click.command("from-trace")
@@ -66,6 +64,7 @@ def from_trace(
     wrote v. A trace that gives no valid DAG is rejected with the reason (exit status 2).
     """
     from ..adapters.trace import DEFAULT_THRESHOLD, MatchSettings, TraceError, dag_from_trace
+    from ..dag import save_dag
 
     try:
         if Path(out_path).resolve() == Path(trace_file).resolve():
@@ -84,7 +83,7 @@ def from_trace(
     if explain:
         click.echo(explain_text(result))
     try:
-        write_dag(result.dag, out_path)
+        save_dag(result.dag, out_path)
     except OSError as exc:
         _fail(redact(f"{out_path}: cannot write the DAG ({exc.strerror or exc})"))
     dag = result.dag
@@ -94,24 +93,6 @@ def from_trace(
         f"{len(dag)} nodes, {dag.edges} edges ({per_stage}); terminal {dag.terminal}; "
         f"written to {Path(out_path)}"
     )
-
-
-def write_dag(dag: Dag, path: str | Path) -> None:
-    """Write `dag` as `save_dag` does (JSON, one node per line; JSON Lines for a .jsonl or
-    .ndjson name), but atomically (`report.atomic_write_text`): the whole text is built and
-    encoded first, so a failure leaves an existing file as it was, never a truncated one."""
-    from ..report import atomic_write_text
-
-    p = Path(path)
-    if p.suffix.lower() in (".jsonl", ".ndjson"):
-        lines = [json.dumps({"meta": dag.meta}, ensure_ascii=False)] if dag.meta else []
-        lines += [json.dumps(rec, ensure_ascii=False) for rec in dag.to_records()]
-        text = "".join(line + "\n" for line in lines)
-    else:
-        head = '"meta": ' + json.dumps(dag.meta, ensure_ascii=False) + ",\n" if dag.meta else ""
-        body = ",\n".join(json.dumps(rec, ensure_ascii=False) for rec in dag.to_records())
-        text = "{" + head + '"nodes": [\n' + body + "\n]}\n"
-    atomic_write_text(p, text)
 
 
 def explain_text(result: TraceImport) -> str:
