@@ -329,3 +329,35 @@ class SpanCollector:
         except OSError as exc:
             raise DagSaveError(f"cannot save the DAG to {p}: {exc.strerror or exc}") from None
         return dag
+
+
+class RecordedRuns:
+    """What both live handlers answer about the runs they recorded, over their `SpanCollector`
+    (`self._c`): one set of methods for LangChain's and LlamaIndex's handler alike."""
+
+    _c: SpanCollector
+
+    def spans(self) -> list[TraceSpan]:
+        """The spans recorded so far."""
+        return self._c.spans()
+
+    def result(self, *, trace_id: str | None = None, allow_failed: bool = False) -> TraceImport:
+        """The DAG with the importer's explanation (links, unmatched spans, ambiguities).
+
+        Raises `veritrail.adapters.trace.TraceError` when nothing gives a DAG, and its subclass
+        `FailedRunError` when the run raised or has not finished, unless `allow_failed` (then
+        the partial DAG, flagged in ``dag.meta["failed_run"]`` and first in `unmatched`).
+        """
+        return self._c.result(trace_id=trace_id, allow_failed=allow_failed)
+
+    def dag(self, *, trace_id: str | None = None, allow_failed: bool = False) -> Dag:
+        """The recorded run's DAG (errors and `allow_failed` as in `result`)."""
+        return self._c.dag(trace_id=trace_id, allow_failed=allow_failed)
+
+    def save(
+        self, path: str | Path, *, trace_id: str | None = None, allow_failed: bool = False
+    ) -> Dag:
+        """Write the recorded run's DAG to the file `path` and return it (errors and
+        `allow_failed` as in `result`; `DagSaveError` when `path` is a directory or cannot be
+        written)."""
+        return self._c.save(path, trace_id=trace_id, allow_failed=allow_failed)

@@ -25,7 +25,6 @@ file that cannot be written, raises `DagSaveError` (an `OSError`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -40,10 +39,9 @@ except ImportError as exc:  # pragma: no cover - depends on the install
         "veritrail.integrations.langchain needs langchain-core: pip install 'veritrail[langchain]'"
     ) from exc
 
-from ..adapters.trace.build import MatchSettings, TraceImport
-from ..adapters.trace.model import Kind, TraceSpan, text_leaves
-from ..dag import Dag
-from ._collector import DagSaveError, FailedRunError, SpanCollector
+from ..adapters.trace.build import MatchSettings
+from ..adapters.trace.model import Kind, text_leaves
+from ._collector import DagSaveError, FailedRunError, RecordedRuns, SpanCollector
 
 
 def _plain(value: Any) -> Any:
@@ -81,7 +79,7 @@ def _name(serialized: dict[str, Any] | None, kwargs: dict[str, Any], default: st
     return default
 
 
-class DagCallbackHandler(BaseCallbackHandler):
+class DagCallbackHandler(RecordedRuns, BaseCallbackHandler):
     """A langchain-core callback handler that records the run's generation DAG.
 
     Pass it in ``config={"callbacks": [handler]}`` (or to a model/chain constructor); then
@@ -302,34 +300,9 @@ class DagCallbackHandler(BaseCallbackHandler):
 
     # -- results --------------------------------------------------------------------------------
 
-    def spans(self) -> list[TraceSpan]:
-        """The spans recorded so far."""
-        return self._c.spans()
-
     def reset(self) -> None:
         """Forget every recorded run."""
         self._c.reset()
-
-    def result(self, *, trace_id: str | None = None, allow_failed: bool = False) -> TraceImport:
-        """The DAG with the importer's explanation (links, unmatched spans, ambiguities).
-
-        Raises `veritrail.adapters.trace.TraceError` when nothing gives a DAG, and its subclass
-        `FailedRunError` when the run raised or has not finished, unless `allow_failed` (then
-        the partial DAG, flagged in ``dag.meta["failed_run"]`` and first in `unmatched`).
-        """
-        return self._c.result(trace_id=trace_id, allow_failed=allow_failed)
-
-    def dag(self, *, trace_id: str | None = None, allow_failed: bool = False) -> Dag:
-        """The recorded run's DAG (errors and `allow_failed` as in `result`)."""
-        return self._c.dag(trace_id=trace_id, allow_failed=allow_failed)
-
-    def save(
-        self, path: str | Path, *, trace_id: str | None = None, allow_failed: bool = False
-    ) -> Dag:
-        """Write the recorded run's DAG to the file `path` and return it (errors and
-        `allow_failed` as in `result`; `DagSaveError` when `path` is a directory or cannot be
-        written)."""
-        return self._c.save(path, trace_id=trace_id, allow_failed=allow_failed)
 
 
 __all__ = ["DagCallbackHandler", "DagSaveError", "FailedRunError"]

@@ -38,7 +38,6 @@ directory, or a file that cannot be written, raises `DagSaveError` (an `OSError`
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 try:
@@ -65,10 +64,9 @@ except ImportError as exc:  # pragma: no cover - depends on the install
         "pip install 'veritrail[llamaindex]'"
     ) from exc
 
-from ..adapters.trace.build import MatchSettings, TraceImport
-from ..adapters.trace.model import Kind, TraceSpan, text_leaves
-from ..dag import Dag
-from ._collector import DagSaveError, FailedRunError, SpanCollector
+from ..adapters.trace.build import MatchSettings
+from ..adapters.trace.model import Kind, text_leaves
+from ._collector import DagSaveError, FailedRunError, RecordedRuns, SpanCollector
 
 
 def _query_text(q: Any) -> str:
@@ -201,7 +199,7 @@ class _SpanHandler(BaseSpanHandler[SimpleSpan]):
             return self.open_spans.get(id_)
 
 
-class DagEventHandler(BaseEventHandler):
+class DagEventHandler(RecordedRuns, BaseEventHandler):
     """A LlamaIndex event handler that records the run's generation DAG.
 
     `attach()` adds it and its `span_handler` to the root dispatcher (so tools and agents are
@@ -326,37 +324,12 @@ class DagEventHandler(BaseEventHandler):
         elif isinstance(event, LLMChatEndEvent):
             self._c.end(sid, [_response_text(event.response)])
 
-    def spans(self) -> list[TraceSpan]:
-        """The spans recorded so far."""
-        return self._c.spans()
-
     def reset(self) -> None:
         """Forget every recorded run."""
         self._c.reset()
         self._stack.clear()
         self._parents.clear()
         self._recorded.clear()
-
-    def result(self, *, trace_id: str | None = None, allow_failed: bool = False) -> TraceImport:
-        """The DAG with the importer's explanation (links, unmatched spans, ambiguities).
-
-        Raises `veritrail.adapters.trace.TraceError` when nothing gives a DAG, and its subclass
-        `FailedRunError` when the run raised or has not finished, unless `allow_failed` (then
-        the partial DAG, flagged in ``dag.meta["failed_run"]`` and first in `unmatched`).
-        """
-        return self._c.result(trace_id=trace_id, allow_failed=allow_failed)
-
-    def dag(self, *, trace_id: str | None = None, allow_failed: bool = False) -> Dag:
-        """The recorded run's DAG (errors and `allow_failed` as in `result`)."""
-        return self._c.dag(trace_id=trace_id, allow_failed=allow_failed)
-
-    def save(
-        self, path: str | Path, *, trace_id: str | None = None, allow_failed: bool = False
-    ) -> Dag:
-        """Write the recorded run's DAG to the file `path` and return it (errors and
-        `allow_failed` as in `result`; `DagSaveError` when `path` is a directory or cannot be
-        written)."""
-        return self._c.save(path, trace_id=trace_id, allow_failed=allow_failed)
 
 
 def _model_name(event: Any) -> str:
