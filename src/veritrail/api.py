@@ -40,11 +40,9 @@ from .results import Report
 from .run.job import (
     InMemoryDag,
     JobInputError,
-    RunState,
     job_settings,
     prepare_job,
-    run_to_report,
-    write_outputs,
+    run_and_write,
 )
 from .run.settings import Settings, SettingsError, coerce_setting, find_config_file
 from .run.sources import SourceText, read_named, single_step_dag
@@ -213,6 +211,22 @@ def _source_texts(sources: SourcesLike) -> tuple[list[SourceText], list[tuple[st
 # -- running ------------------------------------------------------------------------------------
 
 
+def _run_arguments(
+    claims: Any, oracle: Any, out: Any, html: Any, run_dir: Any, config: Any, progress: Any
+) -> dict[str, Any]:
+    """The arguments `averify` and `acheck` share, by name, in the order they are checked
+    (`_check_arguments`) and as `_arun` takes them."""
+    return {
+        "claims": claims,
+        "oracle": oracle,
+        "out": out,
+        "html": html,
+        "run_dir": run_dir,
+        "config": config,
+        "progress": progress,
+    }
+
+
 async def _arun(
     settings: Settings,
     *,
@@ -250,14 +264,8 @@ async def _arun(
         )
         reporter = make_progress(quiet=not progress, interval=job.settings.progress_interval)
         # Interrupted: finished claims stay in a kept run directory; run again to resume.
-        report = await run_to_report(job, reporter, RunState(), handle_sigterm=False)
-        if tmp is not None:
-            # The temporary run directory (and a DAG copied there) is gone once we return.
-            report["run"]["run_dir"] = None
-            if job.dag_bytes is not None:
-                report["dag"]["path"] = None
-        write_outputs(job, report)
-        return Report(report, max_unsupported=job.settings.max_unsupported, path=job.out_path)
+        done = await run_and_write(job, reporter, handle_sigterm=False, keep_run_dir=tmp is None)
+        return Report(done.report, max_unsupported=job.settings.max_unsupported, path=job.out_path)
     finally:
         if tmp is not None:
             tmp.cleanup()
@@ -330,34 +338,11 @@ async def averify(
     The model is closed before it returns.
     """
     given = {"model": model, "base_url": base_url, "q": q, **settings}
-    _check_arguments(
-        "verify",
-        {
-            "dag": dag,
-            "claims": claims,
-            "oracle": oracle,
-            "out": out,
-            "html": html,
-            "run_dir": run_dir,
-            "config": config,
-            "progress": progress,
-        },
-        given,
-    )
+    run = _run_arguments(claims, oracle, out, html, run_dir, config, progress)
+    _check_arguments("verify", {"dag": dag, **run}, given)
     s = _settings(config, given)
     dag_path, mem = _dag_input(dag)
-    return await _arun(
-        s,
-        dag_path=dag_path,
-        dag=mem,
-        claims=claims,
-        oracle=oracle,
-        out=out,
-        html=html,
-        run_dir=run_dir,
-        config=config,
-        progress=progress,
-    )
+    return await _arun(s, dag_path=dag_path, dag=mem, **run)
 
 
 verify = _blocking(averify, "verify")
@@ -402,6 +387,7 @@ async def acheck(
     Every other argument, the result and the errors are those of `verify`.
     """
     given = {"model": model, "base_url": base_url, "q": q, "question": question, **settings}
+    run = _run_arguments(claims, oracle, out, html, run_dir, config, progress)
     _check_arguments(
         "check",
         {
@@ -410,12 +396,7 @@ async def acheck(
             "claims": claims,
             "chunk_sentences": chunk_sentences,
             "chunk_tokens": chunk_tokens,
-            "oracle": oracle,
-            "out": out,
-            "html": html,
-            "run_dir": run_dir,
-            "config": config,
-            "progress": progress,
+            **run,
         },
         given,
     )
@@ -431,18 +412,7 @@ async def acheck(
     mem = single_step_dag(
         answer_text, texts, chunk_sentences=chunk_sentences, chunk_tokens=chunk_tokens
     )
-    return await _arun(
-        s,
-        dag=mem,
-        extra_inputs=inputs,
-        claims=claims,
-        oracle=oracle,
-        out=out,
-        html=html,
-        run_dir=run_dir,
-        config=config,
-        progress=progress,
-    )
+    return await _arun(s, dag=mem, extra_inputs=inputs, **run)
 
 
 check = _blocking(acheck, "check")

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 import veritrail as vt
-import veritrail.batch.local as batch_local
 import veritrail.method.loop as loop_mod
 from veritrail.run import gcpolicy
 from veritrail.run.gcpolicy import THRESHOLDS, engine_gc
@@ -115,7 +114,6 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, int]]:
         return await real(*args, **kwargs)
 
     monkeypatch.setattr(loop_mod, "verify_claims", spy)
-    monkeypatch.setattr(batch_local, "verify_claims", spy)  # imported by name there
     return got
 
 

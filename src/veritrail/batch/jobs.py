@@ -16,13 +16,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..dag import Dag, DagValidationError, load_dag
+from ..dag import Dag
 from ..errors import InputProblem, RunFailure
-from ..method.claims import ClaimsFileError, load_claims
 from ..method.config import VerifyConfig, fit_to_context, model_context_window
 from ..outcome import exit_status, gate_exceeded
 from ..records import Claim, ClaimResult, Termination, Verdict
 from ..report import atomic_write_text, build_report
+from ..run.inputs import load_job_claims, load_job_dag, run_identity
 from ..run.job import (
     JobInputError,
     check_oracle_alone,
@@ -36,15 +36,10 @@ from ..run.model_spec import ModelSpec as ModelSpec
 from ..run.settings import Settings, SettingsError, resolve_settings
 from ..run.store import (
     REPORT_FILE,
-    RUN_FILE,
     RunStore,
     Status,
-    default_run_dir,
     file_sha256,
-    lock_run_dir,
     result_config,
-    run_fingerprint,
-    stored_settings,
 )
 from .manifest import ManifestJob
 from .summary import INDEX_FILE, SUMMARY_FILE
@@ -159,19 +154,15 @@ def _prepare_one(
         raise BatchInputError(str(exc)) from None
     dag_path = str(e.dag)
     try:
-        dag = load_dag(dag_path)
-    except DagValidationError as exc:
+        dag = load_job_dag(dag_path, os_reason=True)
+    except JobInputError as exc:
         raise BatchInputError(str(exc)) from None
-    except OSError as exc:
-        raise BatchInputError(f"{dag_path}: {exc.strerror or exc}") from None
     claims: list[Claim] | None = None
     if e.claims is not None:
         try:
-            claims = load_claims(e.claims)
-        except ClaimsFileError as exc:
+            claims = load_job_claims(e.claims)
+        except JobInputError as exc:
             raise BatchInputError(str(exc)) from None
-        if not claims:
-            raise BatchInputError(f"{e.claims}: no claims to verify")
     oracle_doc: Any = None
     if e.oracle is not None:
         if claims is None:
@@ -207,13 +198,9 @@ def _prepare_one(
     except ValueError as exc:
         raise BatchInputError(str(exc)) from None
     dag_sha = file_sha256(dag_path)
-    fp = run_fingerprint(
-        dag_sha256=dag_sha,
-        claims=claims,
-        model=model_name,
-        config=result_config(settings, oracle_path),
+    fp, run_dir = run_identity(
+        dag_sha, claims, model_name, settings, oracle_path, e.run_dir, dag_path
     )
-    run_dir = e.run_dir or default_run_dir(settings.runs_dir, dag_path, fp)
     return BatchJob(
         id=e.id,
         dag=dag,
@@ -226,7 +213,7 @@ def _prepare_one(
         settings=settings,
         model=ModelSpec.from_settings(settings, model_name),
         fingerprint=fp,
-        run_dir=Path(run_dir),
+        run_dir=run_dir,
         out_path=e.out,
         html_path=e.out.with_suffix(".html") if html else None,
     )
@@ -428,58 +415,27 @@ class ExtractionFailed(RunFailure, RuntimeError):
 
 
 async def open_store(job: BatchJob, model: Model | None) -> RunStore:
-    """Create or reopen the job's run directory, extracting claims first when none were given.
+    """Create or reopen the job's run directory, extracting claims first when none were given
+    (`run.execute.open_run_store`, as `veritrail verify` opens it: locked before any of its
+    files is read or written).
 
-    The run directory is locked before any of its files is read or written (as `veritrail
-    verify` does). Raises `ExtractionFailed` when claims must be extracted and the model cannot
-    (the endpoint refused, every retry failed), `RunStoreError` for a run directory in use or
-    holding another run.
+    Raises `ExtractionFailed` when claims must be extracted and the model cannot (the endpoint
+    refused, every retry failed), `RunStoreError` for a run directory in use or holding another
+    run.
     """
-    lock = lock_run_dir(job.run_dir)
-    try:
-        claims = job.claims
-        extra = store_extra(job)
-        if claims is None and (job.run_dir / RUN_FILE).exists():
-            existing = RunStore.open(job.run_dir)
-            if existing.info.fingerprint == job.fingerprint:
-                claims = existing.claims  # extracted by an interrupted run: reuse them
-                for key in ("extraction_issues", "extraction_cost"):
-                    if key in existing.info.extra:
-                        extra[key] = existing.info.extra[key]
-        if claims is None:
-            claims = await _extract(job, model, extra)
-        return RunStore.create_or_open(
-            job.run_dir,
-            fingerprint=job.fingerprint,
-            dag_path=job.dag_path,
-            dag_sha256=job.dag_sha256,
-            model=job.model.name,
-            config={**stored_settings(job.settings), **job.result_config()},
-            claims=claims,
-            claims_path=job.claims_path,
-            extra=extra,
-            lock=lock,
-        )
-    except BaseException:
-        lock.release()
-        raise
-
-
-async def _extract(job: BatchJob, model: Model | None, extra: dict[str, Any]) -> list[Claim]:
     from ..lm.base import ProviderError
     from ..lm.registry import describe_fatal
-    from ..run.job import extract_claims
+    from ..run.execute import open_run_store
 
-    assert model is not None
     try:
-        claims, kept = await extract_claims(model, job.dag, job.settings.question)
+        return await open_run_store(
+            job, model, model_name=job.model.name, extra=store_extra(job), refuse_other_run=False
+        )
     except ProviderError as exc:
         raise ExtractionFailed(
             f"job {job.id}: claims could not be extracted: "
             f"{describe_fatal(exc, job.settings.base_url)}"
         ) from None
-    extra.update(kept)
-    return claims
 
 
 def finish_job(state: JobState, *, executor: str) -> dict[str, Any]:

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..lm.base import EndpointError
-from ..method.loop import not_started, verify_claims
-from ..method.segment import SentenceIndex
+from ..method.loop import not_started
 from ..records import ClaimResult
+from ..run.execute import verify_until_fatal
 from ..run.gcpolicy import engine_gc
 from ..run.job import JobInputError
 from .jobs import JobState, ModelSpec
@@ -106,6 +106,11 @@ class ModelPool:
         entry = self._shared.get(spec.provider_key)
         return entry.fatal if entry is not None else None
 
+    def fatal_of(self, spec: ModelSpec, model: Model | None) -> EndpointError | None:
+        """The fatal endpoint error that stops a job on `spec`'s endpoint: one a call through
+        the shared provider met, or the job's own `model` (`Model.fatal`), if any."""
+        return self.fatal(spec) or (model.fatal if model is not None else None)
+
     def model(self, spec: ModelSpec) -> Model:
         """A new `Model` for one job over the shared provider, cache and budget."""
         entry = self._entry(spec)
@@ -178,7 +183,7 @@ class LocalExecutor:
                     return None
                 cause = events.fatal_for(spec)
                 if cause is None:
-                    exc = pool.fatal(spec) or (model.fatal if model is not None else None)
+                    exc = pool.fatal_of(spec, model)
                     if exc is not None:
                         cause = events.endpoint_failed(spec, describe_fatal(exc, spec.base_url))
                 if cause is not None and st.fatal is None:
@@ -188,18 +193,16 @@ class LocalExecutor:
             def on_result(r: ClaimResult) -> None:
                 record(st, r)
                 events.claim_finished(st.job.id, r, count_cost=False)
-                stop()
 
             try:
-                await verify_claims(
+                await verify_until_fatal(
                     st.job.dag,
                     todo,
                     steps,
                     st.config,
-                    sentences=SentenceIndex(st.job.dag),
+                    cause=stop,
                     on_start=lambda c: events.claim_started(st.job.id, c.id),
                     on_result=on_result,
-                    stop=stop,
                     max_parallel_claims=claims_sem,
                     claim_issues=st.claim_issues(),
                 )

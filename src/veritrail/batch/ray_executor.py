@@ -343,8 +343,8 @@ async def _verify_shard(
     spec: ShardSpec, held: _HeldDag, layer: _RunLayer, emit: Callable[[Any], None]
 ) -> None:
     from ..lm.registry import describe_fatal
-    from ..method.loop import verify_claims
     from ..method.prompting import set_prompt_dir
+    from ..run.execute import verify_until_fatal
     from ..run.job import build_steps
     from .jobs import oracle_steps
 
@@ -370,7 +370,7 @@ async def _verify_shard(
     def fatal() -> Any:
         if spec.model is None:
             return None
-        return pool.fatal(spec.model) or (model.fatal if model is not None else None)
+        return pool.fatal_of(spec.model, model)
 
     def stop() -> str | None:
         # A fatal error met by any shard of this worker on the endpoint stops this one too
@@ -389,17 +389,17 @@ async def _verify_shard(
                 emit(("fatal", describe_fatal(exc, spec.model.base_url)))
 
     try:
-        await verify_claims(
+        await verify_until_fatal(
             held.dag,
             list(spec.claims),
             steps,
             spec.config,
-            sentences=held.sentences,
+            cause=stop,
             on_start=lambda c: emit(("started", c.id)),
             on_result=on_result,
-            stop=stop,
             max_parallel_claims=layer.claims,
             claim_issues=spec.claim_issues,
+            sentences=held.sentences,
         )
     finally:
         if model is not None:

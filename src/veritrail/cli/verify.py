@@ -20,11 +20,9 @@ from ..run.job import (
     ExitCode,
     Job,
     RunState,
-    exit_code,
     job_settings,
     prepare_job,
-    run_to_report,
-    write_outputs,
+    run_and_write,
 )
 from ..run.settings import find_config_file
 from .common import EXIT_CODES_HELP, claims_options, job_errors, run_options
@@ -53,7 +51,7 @@ def _execute(job: Job, *, quiet: bool, progress: Any, state: RunState) -> None:
         click.echo(f"run directory: {job.run_dir}", err=True)
     try:
         with job_errors():
-            report = asyncio.run(run_to_report(job, progress, state))
+            done = asyncio.run(run_and_write(job, progress, state=state))
     except (KeyboardInterrupt, asyncio.CancelledError):
         # Ctrl-C (asyncio.run cancels the run and re-raises KeyboardInterrupt) or SIGTERM (our
         # handler cancels the main task); `run_to_report` recorded the interruption. Finished
@@ -71,23 +69,22 @@ def _execute(job: Job, *, quiet: bool, progress: Any, state: RunState) -> None:
         else:
             click.echo("\ninterrupted before any claim was started.", err=True)
         sys.exit(ExitCode.INTERRUPTED)
-    write_outputs(job, report, written=state.report_file)
+    report = done.report
     if not quiet:
         print_summary(report, wall_seconds=report["run"].get("wall_seconds"))
         if job.out_path is not None:
             click.echo(f"report written to {job.out_path}")
         if job.html_path is not None:
             click.echo(f"HTML report written to {job.html_path}")
-    code = exit_code(report, job.settings.max_unsupported)
     # Errors and a failed gate print even with --quiet: they decide the exit status.
     print_outcome(
         report,
         max_unsupported=job.settings.max_unsupported,
-        run_dir=str(job.run_dir),
-        fatal=state.fatal,
+        run_dir=str(done.run_dir),
+        fatal=done.fatal,
     )
-    if code is not ExitCode.OK:
-        sys.exit(code)
+    if done.exit_code is not ExitCode.OK:
+        sys.exit(done.exit_code)
 
 
 def print_dry_run(job: Job) -> None:

@@ -10,18 +10,21 @@ import contextlib
 import dataclasses
 import signal
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..dag import Dag
 from ..lm.base import ProviderError
 from ..lm.registry import describe_fatal
+from ..outcome import ExitCode, exit_code
 from ..records import Claim, ClaimResult, Termination
 from ..redaction import redact
 from ..report import atomic_write_text, build_report, write_report
 from .build import build_model, job_steps
+from .settings import Settings
 from .spec import PARTIAL_REPORT, ClaimExtractionError, Job, JobInputError
 from .store import (
     RUN_FILE,
@@ -35,7 +38,9 @@ from .store import (
 if TYPE_CHECKING:
     from ..lm.model import Model
     from ..method.config import VerifyConfig
+    from ..method.segment import SentenceIndex
     from ..method.steps import Steps
+    from ..records import SelectionIssue
     from .progress import ProgressReporter
 
 
@@ -70,44 +75,75 @@ def _endpoint(job: Job, model: Model | None) -> str | None:
     return model.endpoint if model is not None else None
 
 
-def _write_dag_copy(job: Job) -> None:
+def _write_dag_copy(p: Path, dag_bytes: bytes) -> None:
     """Keep a DAG given in memory in the run directory (`veritrail resume` reads it there)."""
-    if job.dag_bytes is None:
+    if p.is_file() and p.read_bytes() == dag_bytes:
         return
-    p = Path(job.dag_path)
-    if p.is_file() and p.read_bytes() == job.dag_bytes:
-        return
-    atomic_write_text(p, job.dag_bytes.decode("utf-8"))
+    atomic_write_text(p, dag_bytes.decode("utf-8"))
 
 
-async def _open_store(
-    job: Job, model: Model | None, progress: ProgressReporter, state: RunState
+class StoreJob(Protocol):
+    """What opening a run store reads of a job: a `run.Job`, or a batch's `BatchJob`."""
+
+    @property
+    def run_dir(self) -> Path: ...
+    @property
+    def claims(self) -> list[Claim] | None: ...
+    @property
+    def fingerprint(self) -> str: ...
+    @property
+    def dag(self) -> Dag: ...
+    @property
+    def dag_path(self) -> str: ...
+    @property
+    def dag_sha256(self) -> str: ...
+    @property
+    def claims_path(self) -> str | None: ...
+    @property
+    def settings(self) -> Settings: ...
+    def result_config(self) -> dict[str, Any]: ...
+
+
+async def open_run_store(
+    job: StoreJob,
+    model: Model | None,
+    *,
+    model_name: str,
+    extra: dict[str, Any],
+    extracting: Callable[[], None] | None = None,
+    dag_bytes: bytes | None = None,
+    refuse_other_run: bool = True,
 ) -> RunStore:
-    extra: dict[str, Any] = {
-        "oracle_path": str(Path(job.oracle_path).resolve()) if job.oracle_path else None,
-        "claims_given": job.claims is not None,
-        "dag_path_given": job.dag_path,
-        "out_path": str(job.out_path.resolve()) if job.out_path is not None else None,
-        "html_path": str(job.html_path.resolve()) if job.html_path else None,
-    }
-    # Lock before reading or writing any file of the run, and before any model call: a second
-    # process on the same directory stops here (exit 2) and spends nothing.
+    """Create or reopen the job's run directory, extracting claims first when none were given
+    and no earlier run of the same job extracted them: the one way `veritrail verify`,
+    `resume`, the API and a batch's driver open a run store.
+
+    The directory is locked before any of its files is read or written, and before any model
+    call: a second process on the same directory stops here (exit 2) and spends nothing.
+    `extracting` is called just before claims are extracted (progress); `dag_bytes` (a DAG
+    given in memory) is kept in the run directory; `refuse_other_run` refuses a directory
+    holding another run before extracting (else `RunStore.create_or_open` refuses it, in its
+    words). Raises `RunStoreError` and, from claim extraction, `ProviderError`.
+    """
     lock = lock_run_dir(job.run_dir)
     try:
         claims = job.claims
-        if (job.run_dir / RUN_FILE).exists():
+        if (job.run_dir / RUN_FILE).exists() and (claims is None or refuse_other_run):
             existing = RunStore.open(job.run_dir)
-            if existing.info.fingerprint != job.fingerprint:
+            same = existing.info.fingerprint == job.fingerprint
+            if not same and refuse_other_run:
                 raise RunStoreError(
                     f"{job.run_dir} holds a different run (the DAG, claims, model or settings "
                     "differ). Use another --run-dir or delete that directory."
                 )
-            if claims is None:
+            if same and claims is None:
                 claims = existing.claims  # extracted by an earlier run: reuse them
-        _write_dag_copy(job)
+        if dag_bytes is not None:
+            _write_dag_copy(Path(job.dag_path), dag_bytes)
         if claims is None:
             assert model is not None
-            progress.extracting()
+            if extracting is not None:
+                extracting()
             claims, kept = await extract_claims(model, job.dag, job.settings.question)
             extra.update(kept)
         return RunStore.create_or_open(
@@ -115,7 +151,7 @@ async def _open_store(
             fingerprint=job.fingerprint,
             dag_path=job.dag_path,
             dag_sha256=job.dag_sha256,
-            model=job.model_name,
+            model=model_name,
             config={**stored_settings(job.settings), **job.result_config()},
             claims=claims,
             claims_path=job.claims_path,
@@ -125,6 +161,17 @@ async def _open_store(
     except BaseException:
         lock.release()
         raise
+
+
+def store_extra(job: Job) -> dict[str, Any]:
+    """run.json's `extra` for a job: what `veritrail resume` needs beyond the fingerprint."""
+    return {
+        "oracle_path": str(Path(job.oracle_path).resolve()) if job.oracle_path else None,
+        "claims_given": job.claims is not None,
+        "dag_path_given": job.dag_path,
+        "out_path": str(job.out_path.resolve()) if job.out_path is not None else None,
+        "html_path": str(job.html_path.resolve()) if job.html_path else None,
+    }
 
 
 async def extract_claims(
@@ -169,24 +216,61 @@ def _cancel_on_sigterm() -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
 
 
+async def verify_until_fatal(
+    dag: Dag,
+    claims: Sequence[Claim],
+    steps: Steps,
+    config: VerifyConfig,
+    *,
+    cause: Callable[[], str | None],
+    on_start: Callable[[Claim], None],
+    on_result: Callable[[ClaimResult], None],
+    max_parallel_claims: int | asyncio.Semaphore | None,
+    claim_issues: Mapping[str, Sequence[SelectionIssue]] | None,
+    sentences: SentenceIndex | None = None,
+) -> None:
+    """Verify `claims` with a stop on a fatal endpoint error: the one way `veritrail verify`,
+    the batch's local executor and a Ray shard verify claims.
+
+    `loop.verify_claims` schedules them: a claim counts as in flight from the moment it starts
+    (`on_start`: progress shows a claim whose call is being retried), and once `cause` names a
+    fatal endpoint error (bad key, unknown model) no further claim is started; those are
+    recorded as errors naming the cause and verified again by the next run. `cause` is also
+    asked after each finished claim (after `on_result`), so the error that claim met is noticed
+    (and recorded by `cause`, where the caller records it) as the claim ends.
+    """
+    from ..method.loop import verify_claims
+    from ..method.segment import SentenceIndex
+
+    def finished(r: ClaimResult) -> None:
+        on_result(r)
+        cause()
+
+    await verify_claims(
+        dag,
+        claims,
+        steps,
+        config,
+        sentences=sentences if sentences is not None else SentenceIndex(dag),
+        on_start=on_start,
+        on_result=finished,
+        stop=cause,
+        max_parallel_claims=max_parallel_claims,
+        claim_issues=claim_issues,
+    )
+
+
 async def _verify_remaining(
     job: Job,
     store: RunStore,
     steps: Steps,
-    config: Any,
+    config: VerifyConfig,
     model: Model | None,
     progress: ProgressReporter,
     state: RunState,
 ) -> None:
-    """Verify the claims not finished yet (never run, or ended in error last time).
-
-    `loop.verify_claims` schedules them: a claim counts as in flight from the moment it starts
-    (so progress shows a claim whose call is being retried), and once the endpoint has failed
-    fatally (`Model.fatal`: bad key, unknown model) no further claim is started; those are
-    recorded as errors naming the cause and verified again by the next run.
-    """
-    from ..method.loop import verify_claims
-    from ..method.segment import SentenceIndex
+    """Verify the claims not finished yet (never run, or ended in error last time), recording
+    each in the run store and the fatal endpoint error (`Model.fatal`) in `state`."""
     from ..records import SelectionIssue
     from .gcpolicy import engine_gc
 
@@ -202,19 +286,17 @@ async def _verify_remaining(
     def on_result(r: ClaimResult) -> None:
         store.record(r)
         progress.claim_finished(r)
-        fatal_cause()
 
     stored = store.info.extra.get("extraction_issues") or {}
     with engine_gc():
-        await verify_claims(
+        await verify_until_fatal(
             job.dag,
             store.remaining(),
             steps,
             config,
-            sentences=SentenceIndex(job.dag),
+            cause=fatal_cause,
             on_start=lambda c: progress.claim_started(c.id),
             on_result=on_result,
-            stop=fatal_cause,
             max_parallel_claims=job.settings.max_parallel_claims,
             claim_issues={
                 cid: [SelectionIssue.from_json(i) for i in items] for cid, items in stored.items()
@@ -262,7 +344,14 @@ async def run_job(
             model.on_call = progress.call
         steps = job_steps(job, model)  # reads the oracle file: fail before touching the run dir
         try:
-            store = await _open_store(job, model, progress, state)
+            store = await open_run_store(
+                job,
+                model,
+                model_name=job.model_name,
+                extra=store_extra(job),
+                extracting=progress.extracting,
+                dag_bytes=job.dag_bytes,
+            )
         except RunStoreError as exc:
             raise JobInputError(redact(str(exc))) from None
         except ProviderError as exc:
@@ -378,3 +467,54 @@ async def run_to_report(
     finally:
         if state.store is not None:
             state.store.unlock()
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """What a finished run gave: its report, exit status, the files written and its run
+    directory (`run_and_write`)."""
+
+    report: dict[str, Any]
+    exit_code: ExitCode
+    run_dir: Path
+    written: tuple[Path, ...]
+    """The JSON (`--out`) and HTML (`--html`) reports written, when the job has them."""
+    fatal: str | None
+    """The fatal endpoint error that stopped the run (redacted), if one did."""
+
+
+async def run_and_write(
+    job: Job,
+    progress: ProgressReporter,
+    *,
+    state: RunState | None = None,
+    handle_sigterm: bool = True,
+    keep_run_dir: bool = True,
+) -> RunOutcome:
+    """Run the job (`run_to_report`), write its outputs (`write_outputs`) and judge it
+    (`outcome.exit_code`): the run of `veritrail verify`, `check` and `resume` and of
+    `veritrail.verify`/`check`.
+
+    `keep_run_dir=False`: the run directory is temporary (the API's default, removed by the
+    caller), so the report names neither it nor a DAG copied there. Ctrl-C, SIGTERM and
+    cancellation propagate, recorded in `state` (`RunState.interruption`) when given.
+    """
+    from .outputs import write_outputs
+
+    st = state if state is not None else RunState()
+    report = await run_to_report(job, progress, st, handle_sigterm=handle_sigterm)
+    written = st.report_file
+    if not keep_run_dir:
+        # The temporary run directory (and a DAG copied there) is gone once the caller returns.
+        report["run"]["run_dir"] = None
+        if job.dag_bytes is not None:
+            report["dag"]["path"] = None
+        written = None
+    write_outputs(job, report, written=written)
+    return RunOutcome(
+        report=report,
+        exit_code=exit_code(report, job.settings.max_unsupported),
+        run_dir=job.run_dir,
+        written=tuple(p for p in (job.out_path, job.html_path) if p is not None),
+        fatal=st.fatal,
+    )

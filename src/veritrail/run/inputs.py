@@ -64,8 +64,9 @@ def html_target(html: str | None, out: Path | None) -> Path | None:
     return Path(html)
 
 
-def load_job_dag(dag_path: str) -> Dag:
-    """Load and validate a DAG file (`JobInputError` naming every problem).
+def load_job_dag(dag_path: str, *, os_reason: bool = False) -> Dag:
+    """Load and validate a DAG file (`JobInputError` naming every problem; `os_reason`: an
+    unreadable file is named with the system's reason alone, as a batch's jobs word it).
 
     The DAG is moved out of the collector's view while claims are verified (and back after) by
     the run's collector policy, `gcpolicy.engine_gc`, for the CLI and the API alike.
@@ -75,7 +76,7 @@ def load_job_dag(dag_path: str) -> Dag:
     except DagValidationError as exc:
         raise JobInputError(str(exc)) from None
     except OSError as exc:
-        raise JobInputError(f"{dag_path}: {exc}") from None
+        raise JobInputError(f"{dag_path}: {(exc.strerror if os_reason else None) or exc}") from None
     return dag
 
 
@@ -280,6 +281,39 @@ def input_paths(
     return tuple((what, p) for what, p in named if p)
 
 
+def load_job_claims(claims_path: str | Path) -> list[Claim]:
+    """Load a claims file (`JobInputError` when it is unreadable or holds no claim)."""
+    try:
+        claims = load_claims(claims_path)
+    except ClaimsFileError as exc:
+        raise JobInputError(str(exc)) from None
+    if not claims:
+        raise JobInputError(f"{claims_path}: no claims to verify")
+    return claims
+
+
+def run_identity(
+    dag_sha256: str,
+    claims: Sequence[Claim] | None,
+    model: str,
+    settings: Settings,
+    oracle_path: str | None,
+    run_dir: str | Path | None,
+    name_for_dir: str,
+) -> tuple[str, Path]:
+    """A run's fingerprint (what identifies its results) and its run directory (`run_dir`, or
+    the default one under `settings.runs_dir`, named after `name_for_dir` and the fingerprint):
+    as `veritrail verify` and a batch's jobs compute them."""
+    fp = run_fingerprint(
+        dag_sha256=dag_sha256,
+        claims=claims,
+        model=model,
+        config=result_config(settings, oracle_path),
+    )
+    rdir = Path(run_dir) if run_dir else default_run_dir(settings.runs_dir, name_for_dir, fp)
+    return fp, rdir
+
+
 def prepare_job(
     *,
     dag_path: str | None = None,
@@ -323,12 +357,7 @@ def prepare_job(
         name_for_dir = dag.name
     the_claims: list[Claim] | None = list(claims) if claims is not None else None
     if claims_path is not None:
-        try:
-            the_claims = load_claims(claims_path)
-        except ClaimsFileError as exc:
-            raise JobInputError(str(exc)) from None
-        if not the_claims:
-            raise JobInputError(f"{claims_path}: no claims to verify")
+        the_claims = load_job_claims(claims_path)
     elif the_claims is not None and not the_claims:
         raise JobInputError("no claims to verify (an empty list was given)")
     elif the_claims is None and oracle_path is not None:
@@ -339,13 +368,7 @@ def prepare_job(
     name = model_name(settings, oracle_path)
     if settings.prompt_dir:
         check_prompt_dir(settings.prompt_dir)
-    fp = run_fingerprint(
-        dag_sha256=dag_sha,
-        claims=the_claims,
-        model=name,
-        config=result_config(settings, oracle_path),
-    )
-    rdir = Path(run_dir) if run_dir else default_run_dir(settings.runs_dir, name_for_dir, fp)
+    fp, rdir = run_identity(dag_sha, the_claims, name, settings, oracle_path, run_dir, name_for_dir)
     outs = [(f, p) for f, p in (("--out", out), ("--html", html_path)) if p is not None]
     check_run_dir(rdir, inputs, outs, dag_in_memory=dag_bytes is not None)
     return Job(

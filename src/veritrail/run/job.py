@@ -31,9 +31,11 @@ from .build import check_oracle_alone as check_oracle_alone
 from .build import job_steps as job_steps
 from .build import step_specs as step_specs
 from .execute import Interruption as Interruption
+from .execute import RunOutcome as RunOutcome
 from .execute import RunState as RunState
 from .execute import extract_claims as extract_claims
 from .execute import record_interruption as record_interruption
+from .execute import run_and_write as run_and_write
 from .execute import run_job as run_job
 from .execute import run_to_report as run_to_report
 from .execute import write_partial_report as write_partial_report
