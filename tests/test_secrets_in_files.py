@@ -218,3 +218,38 @@ def test_every_saved_dag_is_redacted_and_written_whole(
         assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
             p for p in ("dag.json", "dag.jsonl") if (tmp_path / p).exists()
         )
+
+
+def test_a_dag_given_in_memory_is_kept_redacted_in_its_run_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import veritrail
+
+    for k, v in ENV.items():
+        monkeypatch.setenv(k, v)
+    claim = "The reading room opens at nine."
+    oracle = tmp_path / "oracle.json"
+    oracle.write_text(
+        json.dumps(
+            {
+                "claims": [
+                    {"claim": claim, "evidence": {"src": [2]}, "verdicts": ["Fully Supported"]}
+                ]
+            }
+        ),
+        encoding="utf-8",
+    )
+    dag = {
+        "nodes": [
+            {"id": "src", "text": DOCUMENT},
+            {"id": "final", "text": ANSWER, "sources": ["src"]},
+        ],
+        "meta": {"endpoint": URL},
+    }
+    report = veritrail.verify(dag, [claim], oracle=oracle, run_dir=tmp_path / "run")
+    assert report.exit_code == 0
+    written = "".join(
+        p.read_text(encoding="utf-8") for p in (tmp_path / "run").iterdir() if p.is_file()
+    )
+    assert "dag.json" in {p.name for p in (tmp_path / "run").iterdir()}
+    assert not any(s in written for s in SECRETS)

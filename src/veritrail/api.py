@@ -35,7 +35,7 @@ from typing import Any, ParamSpec, TypeVar
 from .dag import Dag, DagValidationError
 from .method.claims import ClaimsFileError, claim_to_json, parse_claims
 from .records import Claim
-from .redaction import redact
+from .redaction import redact, redact_obj
 from .results import Report
 from .run.job import (
     InMemoryDag,
@@ -157,9 +157,22 @@ def _settings(config: PathLike | None, given: Mapping[str, Any]) -> Settings:
     return job_settings(given, config_path=_fs(config))
 
 
+def _redacted(dag: Dag) -> Dag:
+    """`dag` with secrets in its texts and meta written as `***` (`redaction.redact_obj`), as
+    `veritrail check` does with its sources: the run directory keeps a copy of an in-memory DAG
+    (`dag.json`), and that copy must be what was verified, so the model is sent the redacted
+    texts too. The same DAG when it holds no secret."""
+    records = dag.to_records()
+    clean = redact_obj(records)
+    meta = redact_obj(dag.meta) if dag.meta else dag.meta
+    if clean == records and meta == dag.meta:
+        return dag
+    return Dag.from_records(clean, meta=dict(meta) if meta else None)
+
+
 def _dag_input(dag: DagLike) -> tuple[str | None, InMemoryDag | None]:
     if isinstance(dag, Dag):
-        return None, InMemoryDag(dag)
+        return None, InMemoryDag(_redacted(dag))
     if isinstance(dag, Mapping):
         nodes = dag.get("nodes")
         if not isinstance(nodes, list):
@@ -169,7 +182,7 @@ def _dag_input(dag: DagLike) -> tuple[str | None, InMemoryDag | None]:
             built = Dag.from_records(nodes, meta=dict(meta) if isinstance(meta, Mapping) else None)
         except DagValidationError as exc:
             raise JobInputError(str(exc)) from None
-        return None, InMemoryDag(built)
+        return None, InMemoryDag(_redacted(built))
     return os.fspath(dag), None
 
 
