@@ -1,4 +1,4 @@
-"""`veritrail detect`: one text checked against its references by any registered detector (SPEC §6).
+"""`veritrail detect`: one text checked against its references by any registered detector (docs/detectors.md).
 
 The detector runs through the package's one protocol (`veritrail.detectors.base.Detector`): the
 text and its references become a DAG (`--dag` as given; `--text/--refs` as `base.text_dag`, the

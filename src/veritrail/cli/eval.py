@@ -67,7 +67,7 @@ _DEFAULT = VerifyConfig()
     type=int,
     default=_DEFAULT.samples,
     show_default=True,
-    help="Soft prediction: samples per call (SPEC §4.6).",
+    help="Soft prediction: samples per call (docs/method.md#soft-prediction).",
 )
 @click.option(
     "--threshold",
@@ -88,7 +88,7 @@ _DEFAULT = VerifyConfig()
     type=int,
     default=_DEFAULT.max_decomposition_calls,
     show_default=True,
-    help="VeriTrail: sub-claim decomposition calls per claim (SPEC §4.1).",
+    help="VeriTrail: sub-claim decomposition calls per claim (docs/method.md#sub-claims).",
 )
 @click.option(
     "--direct-budget",

@@ -1,4 +1,4 @@
-"""Run detectors over a labelled dataset and summarise the results (SPEC §7).
+"""Run detectors over a labelled dataset and summarise the results (docs/evaluation.md#metrics).
 
 `run_eval` produces an `EvalRun` (every prediction of every method); `summarize` turns it into
 an `EvalSummary`: one `MethodRow` per method (the rows of the paper's Table 1) plus the
@@ -229,7 +229,7 @@ def _tp_stages(run: EvalRun, method: str) -> dict[str, tuple[int, ...]]:
 
 
 def summarize(run: EvalRun, *, bootstrap: int = 1000, seed: int = 0) -> EvalSummary:
-    """Compute every metric of SPEC §7 for every method of `run`."""
+    """Compute every metric of docs/evaluation.md#metrics for every method of `run`."""
     gold_labels = {k: g.label for k, g in run.gold.items()}
     verdicts = {m: {k: p.verdict for k, p in run.predictions[m].items()} for m in run.methods}
     excl = exclude_claims(gold_labels, verdicts)

@@ -1,6 +1,6 @@
 """Dry-run estimate: model calls, tokens and dollars of a run, computed without calling a model.
 
-The estimator replays the loop's traversal (SPEC §4.4) on the real DAG under two assumptions
+The estimator replays the loop's traversal (docs/method.md#candidates-and-termination) on the real DAG under two assumptions
 about what the model will answer: each round is read with the loop's own `plans.ReadPlan`
 (batching included) and followed by the loop's own `rounds.next_round` (candidates and
 termination), and the real prompt templates are rendered to count input tokens:
