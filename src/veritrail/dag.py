@@ -717,8 +717,8 @@ def save_dag(dag: Dag, path: str | Path) -> None:
     (`textio.atomic_write_text`), so a failed write never leaves half a DAG in its place.
     """
     p = Path(path)
-    meta = redact_obj(dag.meta) if dag.meta else None
-    records = [redact_obj(rec) for rec in dag.to_records()]
+    # One pass over the whole document: `redact_obj` looks the secrets up once per call.
+    meta, records = redact_obj([dag.meta or None, dag.to_records()])
     if p.suffix.lower() in (".jsonl", ".ndjson"):
         lines = [json.dumps({"meta": meta}, ensure_ascii=False)] if meta else []
         lines += [json.dumps(rec, ensure_ascii=False) for rec in records]

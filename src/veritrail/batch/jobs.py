@@ -399,15 +399,11 @@ def fitted_config(job: BatchJob, provider: Provider | None) -> VerifyConfig:
 
 
 def store_extra(job: BatchJob) -> dict[str, Any]:
-    """run.json's `extra`, as `veritrail verify` writes it (so `veritrail resume` works)."""
-    return {
-        "oracle_path": str(Path(job.oracle_path).resolve()) if job.oracle_path else None,
-        "claims_given": job.claims is not None,
-        "dag_path_given": job.dag_path,
-        "out_path": str(job.out_path.resolve()),
-        "html_path": str(job.html_path.resolve()) if job.html_path else None,
-        "batch_job": job.id,
-    }
+    """run.json's `extra`, as `veritrail verify` writes it (so `veritrail resume` works), and
+    the job's id."""
+    from ..run.execute import store_extra as run_store_extra
+
+    return {**run_store_extra(job), "batch_job": job.id}
 
 
 class ExtractionFailed(RunFailure, RuntimeError):

@@ -101,6 +101,12 @@ class StoreJob(Protocol):
     def claims_path(self) -> str | None: ...
     @property
     def settings(self) -> Settings: ...
+    @property
+    def oracle_path(self) -> str | None: ...
+    @property
+    def out_path(self) -> Path | None: ...
+    @property
+    def html_path(self) -> Path | None: ...
     def result_config(self) -> dict[str, Any]: ...
 
 
@@ -163,7 +169,7 @@ async def open_run_store(
         raise
 
 
-def store_extra(job: Job) -> dict[str, Any]:
+def store_extra(job: StoreJob) -> dict[str, Any]:
     """run.json's `extra` for a job: what `veritrail resume` needs beyond the fingerprint."""
     return {
         "oracle_path": str(Path(job.oracle_path).resolve()) if job.oracle_path else None,
