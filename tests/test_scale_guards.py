@@ -20,8 +20,13 @@ from typing import Any
 import pytest
 
 from scalekit import assert_linear
-from veritrail.batch.jobs import JobOutcome
-from veritrail.batch.summary import summary_document, summary_table, write_index, write_summary
+from veritrail.batch.summary import (
+    JobOutcome,
+    summary_document,
+    summary_table,
+    write_index,
+    write_summary,
+)
 from veritrail.dag import Dag, load_dag
 from veritrail.html import render_html
 from veritrail.method.config import VerifyConfig
@@ -213,6 +218,115 @@ def resume_a_run(n: int, tmp_path: Path) -> Callable[[], object]:
     return work
 
 
+# -- veritrail diff of two runs ----------------------------------------------------------------
+
+
+def diff_reports(n: int, seed: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two reports of `n` claims each, as two runs of one pipeline differ: every claim with two
+    iterations of evidence and a provenance path; in B 5% of verdicts flipped, 10% of claims
+    with other evidence, 1% reworded (unmatched on both sides), 2% sharing a text (duplicates).
+    benchmarks/bench_diff.py times `veritrail diff` on them at 5,000 claims."""
+    import random
+
+    rng = random.Random(seed)
+    verdicts = [Verdict.FULLY_SUPPORTED.value] * 8 + [
+        Verdict.NOT_FULLY_SUPPORTED.value,
+        Verdict.INCONCLUSIVE.value,
+    ]
+
+    def claim(i: int, text: str, verdict: str, shift: int) -> dict[str, Any]:
+        ev = [
+            {"node_id": f"s{(i + k) % 400}", "sentence_index": k + shift, "text": f"Fact {i}."}
+            for k in range(3)
+        ]
+        roots = [
+            {"node_id": f"r{(i + k) % 4000}", "sentence_index": k, "text": f"Root fact {i}."}
+            for k in range(2)
+        ]
+        nfs = verdict == Verdict.NOT_FULLY_SUPPORTED.value
+        return {
+            "id": f"c{i}",
+            "text": text,
+            "sentence_indices": [i % 50],
+            "subclaims": [text],
+            "verdict": verdict,
+            "reasoning": f"Reasoning about claim {i}. " * 4,
+            "termination": "roots_only",
+            "iterations": [
+                {
+                    "index": 1,
+                    "nodes_checked": [f"s{(i + k) % 400}" for k in range(6)],
+                    "nodes_with_evidence": sorted({e["node_id"] for e in ev}),
+                    "evidence": ev,
+                    "summaries": [{"node_ids": [ev[0]["node_id"]], "text": f"Summary {i}."}],
+                    "verdict": Verdict.FULLY_SUPPORTED.value,
+                },
+                {
+                    "index": 2,
+                    "nodes_checked": [f"r{(i + k) % 4000}" for k in range(6)],
+                    "nodes_with_evidence": sorted({e["node_id"] for e in roots}),
+                    "evidence": roots,
+                    "summaries": [],
+                    "verdict": verdict,
+                },
+            ],
+            "provenance": [] if nfs else [[ev[0]["node_id"], roots[0]["node_id"]]],
+            "error_stages": [2] if nfs else [],
+            "error_stage_status": "identified" if nfs else "not_applicable",
+        }
+
+    def report(claims: list[dict[str, Any]]) -> dict[str, Any]:
+        nodes = [{"id": f"r{i}", "stage": 1, "is_root": True} for i in range(4000)]
+        nodes += [{"id": f"s{i}", "stage": 2, "is_root": False} for i in range(400)]
+        return {
+            "format": "veritrail-report",
+            "version": 1,
+            "model": "openai/bench",
+            "config": {},
+            "dag": {"terminal": "t", "max_stage": 3, "nodes_touched": nodes},
+            "summary": {},
+            "claims": claims,
+            "run": {},
+        }
+
+    a_claims, b_claims = [], []
+    for i in range(n):
+        text = f"Claim {i % (n - n // 50)} says item {i % (n - n // 50)} holds."
+        v = rng.choice(verdicts)
+        a_claims.append(claim(i, text, v, 0))
+        r = rng.random()
+        v_b = rng.choice(verdicts) if r < 0.05 else v
+        text_b = f"Reworded claim {i}." if 0.05 <= r < 0.06 else text
+        b_claims.append(claim(i, text_b, v_b, 1 if 0.06 <= r < 0.16 else 0))
+    return report(a_claims), report(b_claims)
+
+
+def diff_two_runs(n: int, tmp_path: Path) -> Callable[[], object]:
+    """`veritrail diff` in-process: read two reports of n claims, match, bootstrap, and write
+    the JSON and HTML diffs and the terminal tables."""
+    import io
+
+    from rich.console import Console
+
+    from veritrail.runs.diff import diff_document, diff_paths
+    from veritrail.runs.diffhtml import render_diff_html
+    from veritrail.runs.difftable import diff_tables
+
+    a, b = diff_reports(n)
+    pa, pb = tmp_path / f"a{n}.json", tmp_path / f"b{n}.json"
+    pa.write_text(indented_json(a), encoding="utf-8")
+    pb.write_text(indented_json(b), encoding="utf-8")
+
+    def work() -> object:
+        d = diff_paths(pa, pb)
+        doc = diff_document(d, max_new_unsupported=0)
+        console = Console(width=160, file=io.StringIO())
+        console.print(diff_tables(d, limit=-1))
+        return indented_json(doc), render_diff_html(doc)
+
+    return work
+
+
 # name -> (workload, small size, repetitions); benchmarks/bench_scale.py runs them at full size.
 WORKLOADS: dict[str, tuple[Callable[[int, Path], Callable[[], object]], int, int]] = {
     "next_round over a chain": (rounds_of_a_trail, 5_000, 3),
@@ -221,6 +335,7 @@ WORKLOADS: dict[str, tuple[Callable[[int, Path], Callable[[], object]], int, int
     "load_dag of a DAG file": (load_a_dag, 20_000, 3),
     "batch summary, index and table": (summary_of_a_batch, 500, 3),
     "run store: record every claim, then open it to resume": (resume_a_run, 500, 2),
+    "veritrail diff of two runs": (diff_two_runs, 500, 3),
 }
 
 

@@ -247,3 +247,20 @@ def test_many_small_jobs_share_each_workers_budget_and_never_exceed_it(
     assert doc["ray"]["tasks"] == sum((3 + k + 1) // 2 for k in range(6))  # every shard once
     assert doc["ray"]["failures"] == [] and doc["ray"]["worker_cpu_seconds"] > 0
     assert set(recorded_ids(here / "runs-ray").values()) == {1}
+
+
+def test_each_job_on_ray_uses_its_own_prompt_dir(ray_session: str, here: Path) -> None:
+    """Two jobs whose shards share the workers' event loops, one with prompt overrides: each
+    shard renders with its own job's directory (as the local executor: test_prompt_dirs.py)."""
+    from test_prompt_dirs import MARK, batch_args, evidence_prompts, override_dir, two_jobs
+
+    from veritrail.testing.overlap import responder as overlap
+
+    manifest = two_jobs(here, override_dir(here))
+    with FakeOpenAIServer(responder=overlap) as srv:
+        args = batch_args(here, srv, manifest)[1:]  # `batch` itself is added by `batch()`
+        code, out = batch(*args, "--executor", "ray", "--ray-address", ray_session)
+        systems = evidence_prompts(srv.requests)
+    assert code == 0, out
+    marked = [s for s in systems if MARK in s]
+    assert marked and len(systems) == 2 * len(marked), (len(systems), len(marked))

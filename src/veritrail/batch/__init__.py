@@ -16,10 +16,8 @@ from __future__ import annotations
 from .driver import BatchResult, Executor, open_states, run_batch
 from .jobs import (
     BatchInputError,
-    BatchJob,
     ExtractionFailed,
     JobState,
-    ModelSpec,
     prepare_jobs,
 )
 from .local import LocalExecutor
@@ -32,7 +30,6 @@ __all__ = [
     "BATCH_ONLY_SETTINGS",
     "BatchEvents",
     "BatchInputError",
-    "BatchJob",
     "BatchResult",
     "Executor",
     "ExtractionFailed",
@@ -41,7 +38,6 @@ __all__ = [
     "LocalExecutor",
     "ManifestError",
     "ManifestJob",
-    "ModelSpec",
     "RayExecutor",
     "RayUnavailableError",
     "RayUnreachableError",

@@ -9,14 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..method.prompting import prompt_dir
 from ..records import ClaimResult
-from ..run.job import JobInputError
+from ..run.job import Job, JobInputError, job_steps
+from ..run.model_spec import ModelSpec
 from ..run.store import Status
 from .jobs import (
     BatchInputError,
-    BatchJob,
     JobState,
-    ModelSpec,
     exit_code,
     finish_job,
     fitted_config,
@@ -90,7 +90,7 @@ class BatchResult:
 
 
 def open_states(
-    jobs: Sequence[BatchJob],
+    jobs: Sequence[Job],
     *,
     concurrency: int,
     events: BatchEvents | None = None,
@@ -99,7 +99,7 @@ def open_states(
     """Open (create, or reopen to resume) every job's run store and lock it.
 
     First every job is checked that can only be checked with its model, before any model call:
-    the model can be built, and its plugged steps load (`BatchJob.steps`, as `veritrail verify`
+    the model can be built, and its plugged steps load (`run.build.job_steps`, as `veritrail verify`
     loads them). Then `connect` is called (the executor's start: a Ray cluster is reached
     before any call, and not started for a batch refused here). Then the stores are opened:
     jobs without a claims file get their claims extracted here, on the driver (their calls are
@@ -122,7 +122,8 @@ def open_states(
                     model = pool.model(job.model)
                     model.on_call = lambda e: ev.call(None, e)
                     ev.extracting()
-                store = await open_store(job, model)
+                with prompt_dir(job.settings.prompt_dir):  # claim extraction's prompt
+                    store = await open_store(job, model)
                 out.append(
                     JobState(
                         job, store, fitted_config(job, providers[job.id]), resumed=len(store.done)
@@ -140,7 +141,7 @@ def open_states(
     return asyncio.run(go())
 
 
-def _check_models(jobs: Sequence[BatchJob], pool: ModelPool) -> dict[str, Provider | None]:
+def _check_models(jobs: Sequence[Job], pool: ModelPool) -> dict[str, Provider | None]:
     """Each job's provider (None: answered by its oracle), once every job's model can be built
     and its plugged steps load with it; `BatchInputError` listing the jobs that cannot. No model
     call is made: building a model or loading a step calls nothing."""
@@ -148,7 +149,7 @@ def _check_models(jobs: Sequence[BatchJob], pool: ModelPool) -> dict[str, Provid
     problems: list[str] = []
     loaded: set[tuple[ModelSpec | None, tuple[tuple[str, str], ...]]] = set()
     for job in jobs:
-        spec = job.model if job.oracle_doc is None else None
+        spec = job.model if job.uses_model else None
         try:
             providers[job.id] = pool.provider(spec) if spec is not None else None
         except ValueError as exc:  # unknown provider option, bad model name
@@ -161,7 +162,7 @@ def _check_models(jobs: Sequence[BatchJob], pool: ModelPool) -> dict[str, Provid
         try:
             # Built with a model of the job as the executors build them (a factory may use it);
             # these steps are dropped: each executor builds its own over its own models.
-            job.steps(pool.model(spec) if spec is not None else None)
+            job_steps(job, pool.model(spec) if spec is not None else None)
         except JobInputError as exc:
             problems.append(f"job {job.id}: {exc}")
     if problems:
@@ -171,7 +172,7 @@ def _check_models(jobs: Sequence[BatchJob], pool: ModelPool) -> dict[str, Provid
 
 
 def run_batch(
-    jobs: Sequence[BatchJob],
+    jobs: Sequence[Job],
     executor: Executor,
     *,
     manifest: str,
@@ -192,11 +193,6 @@ def run_batch(
     """
     ev = events if events is not None else BatchEvents()
     t0 = time.perf_counter()
-    prompt_dirs = {j.settings.prompt_dir for j in jobs if j.settings.prompt_dir}
-    if prompt_dirs:
-        from ..method.prompting import set_prompt_dir
-
-        set_prompt_dir(next(iter(prompt_dirs)))
     # An executor that needs a start (Ray: reach the cluster, or start a local one) gets it
     # after the checks that need no cluster and before any model call; `stop` undoes it however
     # the batch ends (`run` undoes it too when it ran).

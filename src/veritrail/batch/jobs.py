@@ -16,7 +16,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..dag import Dag
 from ..errors import InputProblem, RunFailure
 from ..method.config import VerifyConfig, fit_to_context, model_context_window
 from ..outcome import exit_status, gate_exceeded
@@ -24,31 +23,29 @@ from ..records import Claim, ClaimResult, Termination, Verdict
 from ..report import atomic_write_text, build_report
 from ..run.inputs import load_job_claims, load_job_dag, run_identity
 from ..run.job import (
+    Job,
     JobInputError,
     check_oracle_alone,
     check_output_files,
+    check_prompt_dir,
     check_run_dir,
+    input_paths,
     same_file,
-    step_specs,
 )
 from ..run.job import model_name as job_model_name
-from ..run.model_spec import ModelSpec as ModelSpec
-from ..run.settings import Settings, SettingsError, resolve_settings
+from ..run.settings import SettingsError, resolve_settings
 from ..run.store import (
     REPORT_FILE,
     RunStore,
     Status,
     file_sha256,
-    result_config,
 )
 from .manifest import ManifestJob
-from .summary import INDEX_FILE, SUMMARY_FILE
-from .summary import JobOutcome as JobOutcome
+from .summary import INDEX_FILE, SUMMARY_FILE, JobOutcome
 
 if TYPE_CHECKING:
     from ..lm.base import Provider
     from ..lm.model import Model
-    from ..method.steps import Steps
     from ..records import SelectionIssue
 
 
@@ -59,58 +56,7 @@ class BatchInputError(InputProblem, ValueError):
 # -- the model of a job ---------------------------------------------------------------------------
 
 
-def oracle_steps(doc: Any) -> Steps:
-    """The steps of an oracle document (already read and checked on the driver)."""
-    from ..method.oracle import Oracle
-
-    return Oracle.from_dict(doc).steps()
-
-
-# -- a prepared job -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class BatchJob:
-    """One manifest line, loaded and checked: what the driver needs to run and report it."""
-
-    id: str
-    dag: Dag
-    dag_path: str
-    dag_sha256: str
-    claims: list[Claim] | None
-    """None: extracted from the terminal node (by the driver, before verification starts)."""
-    claims_path: str | None
-    oracle_path: str | None
-    oracle_doc: Any
-    settings: Settings
-    model: ModelSpec
-    fingerprint: str
-    run_dir: Path
-    out_path: Path
-    html_path: Path | None
-
-    def result_config(self) -> dict[str, Any]:
-        """The settings that determine results (as `veritrail verify` fingerprints them)."""
-        return result_config(self.settings, self.oracle_path)
-
-    @property
-    def plugins(self) -> dict[str, str]:
-        """The job's plugged steps, kind -> spec (`run.job.step_specs`; empty: LM steps)."""
-        return step_specs(self.settings)
-
-    def steps(self, model: Model | None) -> Steps:
-        """The steps this job verifies with, over `model` (None: the job's oracle answers):
-        built by `run.job.build_steps`, as `veritrail verify` builds them, so the job's plugged
-        steps are applied wherever its claims are verified. `JobInputError` for a plugin that
-        cannot be loaded."""
-        from ..run.job import build_steps
-
-        return build_steps(
-            model,
-            self.plugins,
-            sample_temperature=self.settings.sample_temperature,
-            oracle=oracle_steps(self.oracle_doc) if self.oracle_doc is not None else None,
-        )
+# -- preparing the jobs ---------------------------------------------------------------------------
 
 
 def prepare_jobs(
@@ -122,7 +68,7 @@ def prepare_jobs(
     html: bool,
     extra_inputs: Iterable[Path] = (),
     summary_dir: Path | None = None,
-) -> list[BatchJob]:
+) -> list[Job]:
     """Load and check every job (DAG, claims, oracle, settings, outputs) before anything runs.
 
     `summary_dir`: where `batch-summary.json` and `batch-index.html` will be written (checked
@@ -131,7 +77,7 @@ def prepare_jobs(
     Raises `BatchInputError` listing every problem found (at most 20 lines).
     """
     problems: list[str] = []
-    jobs: list[BatchJob] = []
+    jobs: list[Job] = []
     for e in entries:
         try:
             jobs.append(_prepare_one(e, flags=flags, config_path=config_path, html=html))
@@ -147,7 +93,7 @@ def prepare_jobs(
 
 def _prepare_one(
     e: ManifestJob, *, flags: Mapping[str, Any], config_path: str | None, html: bool
-) -> BatchJob:
+) -> Job:
     try:
         settings = resolve_settings({**flags, **e.settings}, config_path=config_path)
     except SettingsError as exc:
@@ -197,30 +143,37 @@ def _prepare_one(
         settings.verify_config()
     except ValueError as exc:
         raise BatchInputError(str(exc)) from None
+    if settings.prompt_dir:
+        try:  # read and parsed before any call, as for `veritrail verify`
+            check_prompt_dir(settings.prompt_dir)
+        except JobInputError as exc:
+            raise BatchInputError(str(exc)) from None
     dag_sha = file_sha256(dag_path)
     fp, run_dir = run_identity(
         dag_sha, claims, model_name, settings, oracle_path, e.run_dir, dag_path
     )
-    return BatchJob(
-        id=e.id,
+    claims_path = str(e.claims) if e.claims is not None else None
+    return Job(
         dag=dag,
         dag_path=dag_path,
         dag_sha256=dag_sha,
         claims=claims,
-        claims_path=str(e.claims) if e.claims is not None else None,
+        claims_path=claims_path,
         oracle_path=oracle_path,
-        oracle_doc=oracle_doc,
         settings=settings,
-        model=ModelSpec.from_settings(settings, model_name),
+        model_name=model_name,
         fingerprint=fp,
         run_dir=run_dir,
         out_path=e.out,
         html_path=e.out.with_suffix(".html") if html else None,
+        inputs=input_paths(dag_path, claims_path, oracle_path, None, settings),
+        batch_id=e.id,
+        oracle_doc=oracle_doc,
     )
 
 
 def _check_outputs(
-    manifest: Path, jobs: Sequence[BatchJob], extra: Iterable[Path], summary_dir: Path | None
+    manifest: Path, jobs: Sequence[Job], extra: Iterable[Path], summary_dir: Path | None
 ) -> list[str]:
     """Outputs never overwrite an input, never collide, and can be written (nothing is created
     here: the nearest existing directory is tried); two jobs never share a run; no run
@@ -228,17 +181,7 @@ def _check_outputs(
     problems: list[str] = []
     named: list[tuple[str, str]] = [("manifest", str(manifest))]
     named += [("config file", str(p)) for p in extra]
-    for j in jobs:
-        named.append((f"DAG of job {j.id}", j.dag_path))
-        named += [
-            (f"{what} of job {j.id}", p)
-            for what, p in (
-                ("claims file", j.claims_path),
-                ("oracle file", j.oracle_path),
-                ("price file", j.settings.prices),
-            )
-            if p
-        ]
+    named += [(f"{what} of job {j.id}", p) for j in jobs for what, p in j.inputs]
     inputs = [Path(p) for _, p in named]
     outputs: dict[Path, str] = {}
     every_out: list[tuple[str, Path]] = []
@@ -300,10 +243,6 @@ def _check_outputs(
             check_run_dir(j.run_dir, named, outs, label=f"job {j.id}: run directory")
         except JobInputError as exc:
             problems.append(str(exc))
-    prompt_dirs = {j.settings.prompt_dir for j in jobs}
-    if len(prompt_dirs) > 1:
-        # Prompt overrides are a process-wide setting of the prompt loader.
-        problems.append("all jobs of a batch must use the same prompt_dir")
     return problems
 
 
@@ -314,7 +253,7 @@ def _check_outputs(
 class JobState:
     """A job whose run store is open (and locked) on the driver."""
 
-    job: BatchJob
+    job: Job
     store: RunStore
     config: VerifyConfig
     """The loop settings after `fit_to_context` (what the report shows)."""
@@ -390,7 +329,7 @@ class JobState:
         return not self._open
 
 
-def fitted_config(job: BatchJob, provider: Provider | None) -> VerifyConfig:
+def fitted_config(job: Job, provider: Provider | None) -> VerifyConfig:
     """The job's loop settings, token limits filled from the model's context window."""
     config = job.settings.verify_config()
     if provider is None:
@@ -398,19 +337,11 @@ def fitted_config(job: BatchJob, provider: Provider | None) -> VerifyConfig:
     return fit_to_context(config, model_context_window(provider))
 
 
-def store_extra(job: BatchJob) -> dict[str, Any]:
-    """run.json's `extra`, as `veritrail verify` writes it (so `veritrail resume` works), and
-    the job's id."""
-    from ..run.execute import store_extra as run_store_extra
-
-    return {**run_store_extra(job), "batch_job": job.id}
-
-
 class ExtractionFailed(RunFailure, RuntimeError):
     """A job's claims could not be extracted (no claims file): the batch stops with exit 3."""
 
 
-async def open_store(job: BatchJob, model: Model | None) -> RunStore:
+async def open_store(job: Job, model: Model | None) -> RunStore:
     """Create or reopen the job's run directory, extracting claims first when none were given
     (`run.execute.open_run_store`, as `veritrail verify` opens it: locked before any of its
     files is read or written).
@@ -424,9 +355,7 @@ async def open_store(job: BatchJob, model: Model | None) -> RunStore:
     from ..run.execute import open_run_store
 
     try:
-        return await open_run_store(
-            job, model, model_name=job.model.name, extra=store_extra(job), refuse_other_run=False
-        )
+        return await open_run_store(job, model, refuse_other_run=False)
     except ProviderError as exc:
         raise ExtractionFailed(
             f"job {job.id}: claims could not be extracted: "
@@ -462,6 +391,7 @@ def finish_job(state: JobState, *, executor: str) -> dict[str, Any]:
     )
     stored = store.write_report(report)
     store.set_status(Status.COMPLETE)
+    assert job.out_path is not None  # every job of a batch has its report file
     job.out_path.parent.mkdir(parents=True, exist_ok=True)
     # The run directory's copy is written exactly as `report.write_report` writes (redacted,
     # indented JSON): copy its bytes instead of encoding a large report twice (indented JSON is

@@ -6,7 +6,7 @@ concurrency budget (`--concurrency`): the budget is enforced around the provider
 job's `Model`. Each job still gets its own `Model` wrapper because the wrapper accounts cost per
 claim id, and two jobs may both have a claim called `c1`.
 
-Each job's steps are built as `veritrail verify` builds them (`BatchJob.steps`: its plugged
+Each job's steps are built as `veritrail verify` builds them (`run.build.job_steps`: its plugged
 decomposer, selector or judge in place of the LM's), and its claims are scheduled by
 `loop.verify_claims`, as in `veritrail verify`, under one `--max-parallel-claims` bound for the
 whole batch. A fatal endpoint error (HTTP 401/403, unknown model, no quota) stops every job using
@@ -25,11 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..lm.base import EndpointError
 from ..method.loop import not_started
+from ..method.prompting import prompt_dir
 from ..records import ClaimResult
 from ..run.execute import verify_until_fatal
 from ..run.gcpolicy import engine_gc
-from ..run.job import JobInputError
-from .jobs import JobState, ModelSpec
+from ..run.job import JobInputError, job_steps
+from ..run.model_spec import ModelSpec
+from .jobs import JobState
 from .progress import BatchEvents
 
 if TYPE_CHECKING:
@@ -154,10 +156,16 @@ class LocalExecutor:
         models: list[Model] = []
 
         async def job(st: JobState) -> None:
+            # Each job renders with its own prompt overrides: `job` runs as its own task, so
+            # the context variable set here is seen by its claims' tasks only.
+            with prompt_dir(st.job.settings.prompt_dir):
+                await job_claims(st)
+
+        async def job_claims(st: JobState) -> None:
             todo = st.todo()
             if not todo:
                 return
-            spec = st.job.model if st.job.oracle_doc is None else None
+            spec = st.job.model if st.job.uses_model else None
             model = pool.model(spec) if spec is not None else None
             if model is not None:
                 models.append(model)
@@ -165,7 +173,7 @@ class LocalExecutor:
             try:
                 # `veritrail verify`'s steps: the oracle's, or the LM's with the job's plugged
                 # steps in place (loaded here again over this job's own model).
-                steps = st.job.steps(model)
+                steps = job_steps(st.job, model)
             except JobInputError as exc:
                 # They loaded on the driver before any call (`driver.open_states`); a plugin
                 # that fails only now stops its job's claims, recorded as not started (exit 3,

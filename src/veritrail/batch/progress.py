@@ -34,7 +34,8 @@ from ..run.progress import (
 )
 
 if TYPE_CHECKING:
-    from .jobs import JobState, ModelSpec
+    from ..run.model_spec import ModelSpec
+    from .jobs import JobState
 
 JOB_LINES = 6
 """Jobs in progress shown one per line; the others are counted."""

@@ -80,9 +80,10 @@ from ..method.loop import not_started
 from ..records import Claim, ClaimResult, SelectionIssue
 from ..redaction import redact
 from ..report import claim_from_dict
+from ..run.model_spec import ModelSpec
 from ..run.plugins import portable_spec
 from ..run.store import result_line
-from .jobs import JobState, ModelSpec
+from .jobs import JobState
 from .local import Record
 from .progress import BatchEvents
 
@@ -342,14 +343,22 @@ class ShardWorker:
 async def _verify_shard(
     spec: ShardSpec, held: _HeldDag, layer: _RunLayer, emit: Callable[[Any], None]
 ) -> None:
+    from ..method.prompting import prompt_dir
+
+    # The shard's job's prompt overrides, for this shard's task only (shards of jobs with
+    # different prompt directories share a worker's event loop).
+    with prompt_dir(spec.prompt_dir):
+        await _verify_shard_claims(spec, held, layer, emit)
+
+
+async def _verify_shard_claims(
+    spec: ShardSpec, held: _HeldDag, layer: _RunLayer, emit: Callable[[Any], None]
+) -> None:
     from ..lm.registry import describe_fatal
-    from ..method.prompting import set_prompt_dir
+    from ..method.oracle import Oracle
     from ..run.execute import verify_until_fatal
     from ..run.job import build_steps
-    from .jobs import oracle_steps
 
-    if spec.prompt_dir:
-        set_prompt_dir(spec.prompt_dir)
     model = None
     pool = layer.pool
     if spec.model is not None:
@@ -363,7 +372,7 @@ async def _verify_shard(
         model,
         dict(spec.plugins),
         sample_temperature=spec.sample_temperature,
-        oracle=oracle_steps(spec.oracle_doc) if spec.model is None else None,
+        oracle=Oracle.from_dict(spec.oracle_doc).steps() if spec.model is None else None,
     )
     told = False
 
@@ -623,7 +632,7 @@ class RayExecutor:
 
         def refused(sh: _Shard) -> bool:
             job = sh.state.job
-            spec_model = None if job.oracle_doc is not None else job.model
+            spec_model = job.model if job.uses_model else None
             cause = events.fatal_for(spec_model)
             if cause is None:
                 return False
@@ -648,7 +657,7 @@ class RayExecutor:
                 job_id=job.id,
                 claims=sh.claims,
                 config=sh.state.config,
-                model=None if job.oracle_doc is not None else job.model,
+                model=job.model if job.uses_model else None,
                 oracle_doc=job.oracle_doc,
                 sample_temperature=job.settings.sample_temperature,
                 concurrency=per_worker,

@@ -9,14 +9,20 @@ claims, questions, earlier replies) is passed through `fence()`, which wraps it 
 the instructions refer to, normalises every Unicode line break and neutralises any delimiter-looking
 line inside it, and escapes its label, so source text cannot pose as instructions.
 
-Users can override any template: `set_prompt_dir(DIR)` (or config/env `VERITRAIL_PROMPT_DIR`)
-makes files found there win over the packaged ones; `export_prompts(DIR)` writes the defaults.
+Users can override any template: `prompt_dir(DIR)` (a context manager; a run's `prompt_dir`
+setting, or env `VERITRAIL_PROMPT_DIR`) makes files found there win over the packaged ones;
+`export_prompts(DIR)` writes the defaults. The directory is a context variable, not a process
+global: each run (and each job of a batch, in the same event loop) renders with its own, and
+the tasks a run starts inherit it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -29,7 +35,7 @@ from ..lm.base import Message
 _VAR = re.compile(r"\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}")
 _SECTION = re.compile(r"^##\s+(system|user)\s*$", re.MULTILINE)
 
-_override_dir: Path | None = None
+_override_dir: ContextVar[Path | None] = ContextVar("veritrail_prompt_dir", default=None)
 
 
 class PromptError(InputProblem, ValueError):
@@ -37,14 +43,31 @@ class PromptError(InputProblem, ValueError):
 
 
 def set_prompt_dir(path: str | Path | None) -> None:
-    """Use templates from `path` where present (None restores the packaged defaults only)."""
-    global _override_dir
-    _override_dir = Path(path) if path is not None else None
+    """Use templates from `path` where present, in the current context and the tasks it starts
+    from now on (None: the packaged defaults, or `VERITRAIL_PROMPT_DIR`). For a scope that ends,
+    use `prompt_dir`."""
+    _override_dir.set(Path(path) if path is not None else None)
+
+
+@contextlib.contextmanager
+def prompt_dir(path: str | Path | None) -> Iterator[None]:
+    """Render with the templates of `path` (where it has one) inside the block; None leaves the
+    current choice as it is. What a run and each job of a batch use: two jobs with different
+    directories can run in one event loop, since each task sees its own context."""
+    if path is None:
+        yield
+        return
+    token = _override_dir.set(Path(path))
+    try:
+        yield
+    finally:
+        _override_dir.reset(token)
 
 
 def _override() -> Path | None:
-    if _override_dir is not None:
-        return _override_dir
+    chosen = _override_dir.get()
+    if chosen is not None:
+        return chosen
     env = environment.get("VERITRAIL_PROMPT_DIR")
     return Path(env) if env else None
 

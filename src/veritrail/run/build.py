@@ -8,9 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ..redaction import redact
-from .settings import (
-    Settings,
-)
+from .settings import Settings, step_specs
 from .spec import Job, JobInputError
 
 if TYPE_CHECKING:
@@ -29,17 +27,6 @@ def build_model(job: Job) -> Model:
 
 
 ORACLE_ALONE = "it cannot be combined with --decomposer, --selector or --judge"
-
-
-def step_specs(settings: Settings) -> dict[str, str]:
-    """The plugged steps of `settings`: kind -> spec, for the kinds given (`decomposer`,
-    `selector`, `judge`; from flags, `VERITRAIL_*`, the config file or a manifest line)."""
-    given = {
-        "decomposer": settings.decomposer,
-        "selector": settings.selector,
-        "judge": settings.judge,
-    }
-    return {k: v for k, v in given.items() if v}
 
 
 def check_oracle_alone(
@@ -90,13 +77,21 @@ def build_steps(
 
 
 def job_steps(job: Job, model: Model | None) -> Steps:
+    """The steps `job` verifies with over `model` (None: the job's oracle answers), by
+    `build_steps`: the one call of verify, resume, the API, the local batch executor and the
+    driver's up-front check of a batch's jobs (a Ray shard builds them from its `ShardSpec`).
+    The oracle is the job's checked document when it has one (a batch's jobs), else its file."""
     oracle: Steps | None = None
-    if job.oracle_path is not None:
+    if job.oracle_path is not None or job.oracle_doc is not None:
         from ..method.oracle import Oracle, OracleError
 
         check_oracle_alone(job.settings, True)
         try:
-            oracle = Oracle.from_file(job.oracle_path).steps()
+            if job.oracle_doc is not None:
+                oracle = Oracle.from_dict(job.oracle_doc).steps()
+            else:
+                assert job.oracle_path is not None
+                oracle = Oracle.from_file(job.oracle_path).steps()
         except OracleError as exc:
             raise JobInputError(str(exc)) from None
     return build_steps(

@@ -69,17 +69,17 @@ def plan_dry_run(job: Job) -> DryRun:
                 str(exc) if str(s.prices) in str(exc) else f"price file {s.prices}: {exc}"
             ) from None
         price = table.lookup(prov, mdl)  # with its cached-input rate, when it has one
-    if s.prompt_dir:
-        from ..method.prompting import set_prompt_dir
+    from ..method.prompting import prompt_dir
 
-        set_prompt_dir(s.prompt_dir)
+    with prompt_dir(s.prompt_dir):  # the estimate measures the prompts the run would send
+        estimate = estimate_run(job.dag, todo, s.verify_config(), price=price)
     return DryRun(
         job=job,
         run_dir_exists=exists,
         done=len(done_ids),
         claims_total=len(claims) if claims is not None else None,
         todo=len(todo) if todo is not None else None,
-        estimate=estimate_run(job.dag, todo, s.verify_config(), price=price),
+        estimate=estimate,
     )
 
 

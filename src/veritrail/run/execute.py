@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ..dag import Dag
 from ..lm.base import ProviderError
@@ -24,7 +24,6 @@ from ..records import Claim, ClaimResult, Termination
 from ..redaction import redact
 from ..report import atomic_write_text, build_report, write_report
 from .build import build_model, job_steps
-from .settings import Settings
 from .spec import PARTIAL_REPORT, ClaimExtractionError, Job, JobInputError
 from .store import (
     RUN_FILE,
@@ -82,42 +81,11 @@ def _write_dag_copy(p: Path, dag_bytes: bytes) -> None:
     atomic_write_text(p, dag_bytes.decode("utf-8"))
 
 
-class StoreJob(Protocol):
-    """What opening a run store reads of a job: a `run.Job`, or a batch's `BatchJob`."""
-
-    @property
-    def run_dir(self) -> Path: ...
-    @property
-    def claims(self) -> list[Claim] | None: ...
-    @property
-    def fingerprint(self) -> str: ...
-    @property
-    def dag(self) -> Dag: ...
-    @property
-    def dag_path(self) -> str: ...
-    @property
-    def dag_sha256(self) -> str: ...
-    @property
-    def claims_path(self) -> str | None: ...
-    @property
-    def settings(self) -> Settings: ...
-    @property
-    def oracle_path(self) -> str | None: ...
-    @property
-    def out_path(self) -> Path | None: ...
-    @property
-    def html_path(self) -> Path | None: ...
-    def result_config(self) -> dict[str, Any]: ...
-
-
 async def open_run_store(
-    job: StoreJob,
+    job: Job,
     model: Model | None,
     *,
-    model_name: str,
-    extra: dict[str, Any],
     extracting: Callable[[], None] | None = None,
-    dag_bytes: bytes | None = None,
     refuse_other_run: bool = True,
 ) -> RunStore:
     """Create or reopen the job's run directory, extracting claims first when none were given
@@ -126,12 +94,13 @@ async def open_run_store(
 
     The directory is locked before any of its files is read or written, and before any model
     call: a second process on the same directory stops here (exit 2) and spends nothing.
-    `extracting` is called just before claims are extracted (progress); `dag_bytes` (a DAG
-    given in memory) is kept in the run directory; `refuse_other_run` refuses a directory
+    `extracting` is called just before claims are extracted (progress); a DAG given in memory
+    (`job.dag_bytes`) is kept in the run directory; `refuse_other_run` refuses a directory
     holding another run before extracting (else `RunStore.create_or_open` refuses it, in its
     words). Raises `RunStoreError` and, from claim extraction, `ProviderError`.
     """
     lock = lock_run_dir(job.run_dir)
+    extra = store_extra(job)
     try:
         claims = job.claims
         if (job.run_dir / RUN_FILE).exists() and (claims is None or refuse_other_run):
@@ -144,8 +113,8 @@ async def open_run_store(
                 )
             if same and claims is None:
                 claims = existing.claims  # extracted by an earlier run: reuse them
-        if dag_bytes is not None:
-            _write_dag_copy(Path(job.dag_path), dag_bytes)
+        if job.dag_bytes is not None:
+            _write_dag_copy(Path(job.dag_path), job.dag_bytes)
         if claims is None:
             assert model is not None
             if extracting is not None:
@@ -157,7 +126,7 @@ async def open_run_store(
             fingerprint=job.fingerprint,
             dag_path=job.dag_path,
             dag_sha256=job.dag_sha256,
-            model=model_name,
+            model=job.model_name,
             config={**stored_settings(job.settings), **job.result_config()},
             claims=claims,
             claims_path=job.claims_path,
@@ -169,15 +138,19 @@ async def open_run_store(
         raise
 
 
-def store_extra(job: StoreJob) -> dict[str, Any]:
-    """run.json's `extra` for a job: what `veritrail resume` needs beyond the fingerprint."""
-    return {
+def store_extra(job: Job) -> dict[str, Any]:
+    """run.json's `extra` for a job: what `veritrail resume` needs beyond the fingerprint (and
+    a batch job's id)."""
+    extra: dict[str, Any] = {
         "oracle_path": str(Path(job.oracle_path).resolve()) if job.oracle_path else None,
         "claims_given": job.claims is not None,
         "dag_path_given": job.dag_path,
         "out_path": str(job.out_path.resolve()) if job.out_path is not None else None,
         "html_path": str(job.html_path.resolve()) if job.html_path else None,
     }
+    if job.batch_id is not None:
+        extra["batch_job"] = job.batch_id
+    return extra
 
 
 async def extract_claims(
@@ -324,11 +297,21 @@ async def run_job(
     SIGTERM (`handle_sigterm`: the CLI's, not an embedding program's) surface as
     `KeyboardInterrupt`/`asyncio.CancelledError` with every finished claim saved
     (`record_interruption`).
+    The job's `prompt_dir` applies to this run only (`method.prompting.prompt_dir`).
     """
-    from ..method.prompting import set_prompt_dir
+    from ..method.prompting import prompt_dir
 
-    if job.settings.prompt_dir:
-        set_prompt_dir(job.settings.prompt_dir)
+    with prompt_dir(job.settings.prompt_dir):
+        return await _run_job(job, progress, state, handle_sigterm=handle_sigterm)
+
+
+async def _run_job(
+    job: Job,
+    progress: ProgressReporter,
+    state: RunState,
+    *,
+    handle_sigterm: bool = True,
+) -> dict[str, Any]:
     from ..method.config import fit_to_context, model_context_window
 
     config = job.settings.verify_config()
@@ -350,14 +333,7 @@ async def run_job(
             model.on_call = progress.call
         steps = job_steps(job, model)  # reads the oracle file: fail before touching the run dir
         try:
-            store = await open_run_store(
-                job,
-                model,
-                model_name=job.model_name,
-                extra=store_extra(job),
-                extracting=progress.extracting,
-                dag_bytes=job.dag_bytes,
-            )
+            store = await open_run_store(job, model, extracting=progress.extracting)
         except RunStoreError as exc:
             raise JobInputError(redact(str(exc))) from None
         except ProviderError as exc:

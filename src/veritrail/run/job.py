@@ -29,7 +29,6 @@ from .build import build_model as build_model
 from .build import build_steps as build_steps
 from .build import check_oracle_alone as check_oracle_alone
 from .build import job_steps as job_steps
-from .build import step_specs as step_specs
 from .execute import Interruption as Interruption
 from .execute import RunOutcome as RunOutcome
 from .execute import RunState as RunState
@@ -53,6 +52,7 @@ from .inputs import run_dir_files as run_dir_files
 from .inputs import same_file as same_file
 from .outputs import write_outputs as write_outputs
 from .resume import job_from_run_dir as job_from_run_dir
+from .settings import step_specs as step_specs
 from .spec import DAG_FILE as DAG_FILE
 from .spec import HTML_BESIDE as HTML_BESIDE
 from .spec import PARTIAL_REPORT as PARTIAL_REPORT

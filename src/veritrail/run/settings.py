@@ -305,3 +305,14 @@ def settings_table(settings: Settings) -> list[tuple[str, str, str]]:
         (n, redact(repr(getattr(settings, n))), settings.sources.get(n, Source.DEFAULT))
         for n in SETTING_NAMES
     ]
+
+
+def step_specs(settings: Settings) -> dict[str, str]:
+    """The plugged steps of `settings`: kind -> spec, for the kinds given (`decomposer`,
+    `selector`, `judge`; from flags, `VERITRAIL_*`, the config file or a manifest line)."""
+    given = {
+        "decomposer": settings.decomposer,
+        "selector": settings.selector,
+        "judge": settings.judge,
+    }
+    return {k: v for k, v in given.items() if v}

@@ -9,15 +9,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from ..dag import Dag
 from ..errors import InputProblem, RunFailure, VeritrailError
 from ..outcome import ExitCode
 from ..records import Claim
-from .settings import (
-    Settings,
-)
+from .model_spec import ModelSpec
+from .settings import Settings, step_specs
 from .store import (
     CLAIMS_FILE,
     LOCK_FILE,
@@ -26,10 +25,6 @@ from .store import (
     RUN_FILE,
     result_config,
 )
-
-if TYPE_CHECKING:
-    pass
-
 
 HTML_BESIDE = "\0beside"
 """The value of `--html` given without a file name."""
@@ -94,6 +89,33 @@ class Job:
     dag_bytes: bytes | None = None
     """A DAG given in memory, serialized: written to `dag_path` when the run starts, so
     `veritrail resume` finds it."""
+    batch_id: str | None = None
+    """The job's id in a batch manifest (`batch.jobs.prepare_jobs`); None outside a batch."""
+    oracle_doc: Any = None
+    """The oracle file's document, read and checked when the job was prepared (a batch's jobs:
+    it travels to Ray workers, which need not see the file); None: read from `oracle_path`."""
+
+    @property
+    def id(self) -> str:
+        """The job's name in progress lines and summaries: its batch id, else its run
+        directory's name."""
+        return self.batch_id if self.batch_id is not None else self.run_dir.name
+
+    @property
+    def model(self) -> ModelSpec:
+        """How to build the job's model (`ModelSpec.from_settings`); "oracle" for an oracle
+        job, which builds none."""
+        return ModelSpec.from_settings(self.settings, self.model_name)
+
+    @property
+    def uses_model(self) -> bool:
+        """False for a job its oracle answers (no model is built for it)."""
+        return self.oracle_path is None and self.oracle_doc is None
+
+    @property
+    def plugins(self) -> dict[str, str]:
+        """The job's plugged steps, kind -> spec (`settings.step_specs`; empty: LM steps)."""
+        return step_specs(self.settings)
 
     def result_config(self) -> dict[str, Any]:
         """Settings that change results (the fingerprint's config part)."""
