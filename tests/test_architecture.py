@@ -116,6 +116,20 @@ ALLOWED = {
         "lm",
     },
     "lm": {"lm", "records", "errors", "fencing", "redaction", "environment", "textio"},
+    # Reads run directories as files: never the run layer (eval reads reviewed runs through it).
+    "runs": {
+        "runs",
+        "report",
+        "html",
+        "records",
+        "dag",
+        "outcome",
+        "display",
+        "errors",
+        "environment",
+        "redaction",
+        "textio",
+    },
 }
 
 
@@ -322,3 +336,40 @@ def test_the_graph_sees_lazy_and_type_checking_imports() -> None:
         "veritrail.run.progress",
         "veritrail.method.segment",
     }
+
+
+def test_run_never_imports_detectors() -> None:
+    bad = _edges("run", "detectors")
+    assert not bad, (
+        "the run layer must not import a detector; the package's own steps named PREFIX:ARG "
+        "are found by name (run.plugins.PREFIXED_STEPS):\n" + "\n".join(bad)
+    )
+
+
+def _layers() -> dict[str, int]:
+    """Room -> its layer, from docs/architecture.md's "Layers" table."""
+    text = DOC.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    out: dict[str, int] = {}
+    for layer, rooms in re.findall(r"^\| (\d+) \| (.+?) \|$", text, re.MULTILINE):
+        for room in re.findall(r"`([a-z_0-9]+)`", rooms):
+            out[room] = int(layer)
+    return out
+
+
+def test_every_room_has_a_layer() -> None:
+    rooms = {_room_of(m) or "__init__" for m in MODULES}
+    missing = rooms - _layers().keys()
+    assert not missing, f"rooms without a layer in docs/architecture.md: {sorted(missing)}"
+
+
+def test_no_import_goes_up_a_layer() -> None:
+    """At most one import in the package goes from a lower layer to a higher one (none today)."""
+    layer = _layers()
+    up = sorted(
+        f"{MODULES[m].relative_to(PKG)} (layer {layer[_room_of(m) or '__init__']}) imports {t} "
+        f"(layer {layer[_room_of(t) or '__init__']})"
+        for m, deps in import_graph().items()
+        for t in deps
+        if layer.get(_room_of(t) or "__init__", 0) > layer.get(_room_of(m) or "__init__", 0)
+    )
+    assert len(up) <= 1, "imports from a lower layer to a higher one:\n" + "\n".join(up)

@@ -328,3 +328,34 @@ def test_json_is_strict(tmp_path: Path, number: str) -> None:
         load_dag(p)
     assert ei.value.problems[0].code == ProblemCode.BAD_JSON
     assert str(ei.value).startswith(f"DAG file {p}: not valid JSON: ")
+
+
+def test_veritrail_dag_names_every_dag_name() -> None:
+    """`veritrail.dag` stays the one module to import from, though the code lives in three."""
+    import veritrail.dag as facade
+
+    assert sorted(facade.__all__) == [
+        "Dag",
+        "DagProblem",
+        "DagValidationError",
+        "Node",
+        "PerDag",
+        "ProblemCode",
+        "dag_schema",
+        "iter_node_records",
+        "load_dag",
+        "save_dag",
+    ]
+    assert all(getattr(facade, name) is not None for name in facade.__all__)
+
+
+def test_the_run_fingerprint_hashes_every_dag_module() -> None:
+    """The DAG's model, validation and reading decide a run's results, so a resumed run must be
+    finished by the same code: every `dag*.py` module is in the code fingerprint."""
+    import veritrail
+    from veritrail.run.store import verify_code_files
+
+    pkg = Path(veritrail.__file__).resolve().parent
+    modules = set(pkg.glob("dag*.py"))
+    assert {p.name for p in modules} >= {"dag.py", "dag_model.py", "dag_validate.py", "dag_io.py"}
+    assert modules <= set(verify_code_files())

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from veritrail.lm import local
+from veritrail.lm import local, local_host
 from veritrail.lm.base import GenerateConfig, Message
 from veritrail.lm.local import (
     KV_MEMORY_SHARE,
@@ -54,9 +54,9 @@ def test_fit_parallel_keeps_the_kv_cache_within_a_share_of_memory() -> None:
 def test_threads_come_from_free_cores_unless_given(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("VERITRAIL_THREADS", raising=False)
     monkeypatch.delenv("VERITRAIL_LOCAL_PARALLEL", raising=False)
-    monkeypatch.setattr(local, "available_cores", lambda: 2)
-    monkeypatch.setattr(local, "load_average", lambda: 1.4)
-    monkeypatch.setattr(local, "runnable_others", lambda: 0)
+    monkeypatch.setattr(local_host, "available_cores", lambda: 2)
+    monkeypatch.setattr(local_host, "load_average", lambda: 1.4)
+    monkeypatch.setattr(local_host, "runnable_others", lambda: 0)
     p = LocalProvider(QWEN)
     assert (p.threads, p.busy, p.load) == (1, True, 1.4)
     assert LocalProvider(QWEN, threads=2).threads == 2  # given: no auto, no busy warning
@@ -70,29 +70,29 @@ def test_a_busy_process_the_load_average_has_not_caught_up_with_counts(
 ) -> None:
     # /proc/loadavg: "1m 5m 15m runnable/total last-pid"; the runnable count includes the reader.
     reads = iter(["0.90 0.5 0.4 3/300 1", "0.90 0.5 0.4 2/300 1", "0.90 0.5 0.4 4/300 1"])
-    assert local.runnable_others(lambda: next(reads), samples=3, interval=0) == 1  # lowest - 1
-    assert local.runnable_others(lambda: "0.1 0.1 0.1 1/90 7", interval=0) == 0  # only us
-    assert local.runnable_others(lambda: "garbled", interval=0) is None
+    assert local_host.runnable_others(lambda: next(reads), samples=3, interval=0) == 1  # lowest - 1
+    assert local_host.runnable_others(lambda: "0.1 0.1 0.1 1/90 7", interval=0) == 0  # only us
+    assert local_host.runnable_others(lambda: "garbled", interval=0) is None
 
     def unreadable() -> str:
         raise OSError("no /proc here")
 
-    assert local.runnable_others(unreadable, interval=0) is None
+    assert local_host.runnable_others(unreadable, interval=0) is None
 
-    monkeypatch.setattr(local, "available_cores", lambda: 2)
+    monkeypatch.setattr(local_host, "available_cores", lambda: 2)
     monkeypatch.delenv("VERITRAIL_THREADS", raising=False)
-    monkeypatch.setattr(local, "load_average", lambda: 0.9)  # a busy process started 60 s ago
-    monkeypatch.setattr(local, "runnable_others", lambda: 1)
-    assert local.start_load() == 1.0
+    monkeypatch.setattr(local_host, "load_average", lambda: 0.9)  # a busy process started 60 s ago
+    monkeypatch.setattr(local_host, "runnable_others", lambda: 1)
+    assert local_host.start_load() == 1.0
     p = LocalProvider(QWEN)
     assert (p.threads, p.busy) == (1, True)
-    monkeypatch.setattr(local, "runnable_others", lambda: None)  # no /proc: the average alone
-    monkeypatch.setattr(local, "load_average", lambda: None)
-    assert local.start_load() is None and LocalProvider(QWEN).threads == 2
+    monkeypatch.setattr(local_host, "runnable_others", lambda: None)  # no /proc: the average alone
+    monkeypatch.setattr(local_host, "load_average", lambda: None)
+    assert local_host.start_load() is None and LocalProvider(QWEN).threads == 2
 
 
 def test_model_concurrency_matches_the_slots(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(local, "available_memory", lambda: 64 * 10**9)
+    monkeypatch.setattr(local_host, "available_memory", lambda: 64 * 10**9)
     monkeypatch.delenv("VERITRAIL_LOCAL_PARALLEL", raising=False)
     model = get_model(f"local/{QWEN}", threads=1)
     assert isinstance(model.provider, LocalProvider)
@@ -151,9 +151,9 @@ async def test_prefix_gate_lets_a_shared_system_prompt_alone_through() -> None:
 async def test_local_provider_with_fake_server(monkeypatch: pytest.MonkeyPatch) -> None:
     """Warnings at start, then calls through the prefix gate to a held server: the request that
     repeats the one in flight is sent only after that one's reply."""
-    monkeypatch.setattr(local, "available_cores", lambda: 2)
-    monkeypatch.setattr(local, "load_average", lambda: 3.0)
-    monkeypatch.setattr(local, "runnable_others", lambda: 0)
+    monkeypatch.setattr(local_host, "available_cores", lambda: 2)
+    monkeypatch.setattr(local_host, "load_average", lambda: 3.0)
+    monkeypatch.setattr(local_host, "runnable_others", lambda: 0)
     monkeypatch.delenv("VERITRAIL_THREADS", raising=False)
     warnings: list[str] = []
     with FakeOpenAIServer(responder=lambda req: '{"ok": true}') as srv:

