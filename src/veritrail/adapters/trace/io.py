@@ -1,17 +1,21 @@
-"""Reading trace files: format detection and the one-call API `dag_from_trace`."""
+"""Reading traces: format detection, and the one-call APIs `dag_from_trace` (a trace file) and
+`dag_from_values` (span JSON already parsed, such as a trace fetched from a server's API)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from ... import textio
-from .build import MatchSettings, TraceImport, build_dag
+from .build import build_dag
 from .langfuse import is_langfuse, read_langfuse
 from .model import TraceError, TraceSpan
 from .otel import is_otlp, is_sdk_span, read_otlp, read_sdk_spans
+from .result import TraceImport
+from .settings import MatchSettings
 
 _SYNTAX = re.compile(r"not valid JSON: (?P<msg>.*) \((?P<where>line \d+, column \d+)\)$")
 
@@ -86,6 +90,15 @@ def read_trace(
         raise TraceError(exc.reason) from None
     values = parse_json_values(text, p)
     del text  # a large export: let its text go before the spans are built
+    return spans_from_values(values, fmt)
+
+
+def spans_from_values(
+    values: list[Any], fmt: TraceFormat | str | None = None
+) -> tuple[TraceFormat, list[TraceSpan]]:
+    """Parsed JSON values of one format (as `parse_json_values` returns them: OTLP JSON
+    objects, opentelemetry-sdk span objects or Langfuse exports) into spans; `fmt` forces the
+    format (else detected)."""
     found = TraceFormat(fmt) if fmt else detect_format(values)
     reader = {
         TraceFormat.OTLP: read_otlp,
@@ -110,4 +123,37 @@ def dag_from_trace(
     return build_dag(spans, trace_id=trace_id, settings=settings, meta={"trace_format": str(found)})
 
 
-__all__ = ["TraceFormat", "dag_from_trace", "detect_format", "parse_json_values", "read_trace"]
+def dag_from_values(
+    values: list[Any],
+    *,
+    fmt: TraceFormat | str | None = None,
+    trace_id: str | None = None,
+    settings: MatchSettings | None = None,
+    meta: Mapping[str, Any] | None = None,
+) -> TraceImport:
+    """Build the generation DAG of span JSON already parsed (`TraceImport.dag`): the values a
+    trace file holds (`parse_json_values`), or spans fetched from a tracing server's API in one
+    of those shapes (an OTLP ``resourceSpans`` object, opentelemetry-sdk span objects, a
+    Langfuse export). `fmt` forces the format (else detected); `meta` is added to the DAG's
+    ``meta`` after ``trace_format`` (where the trace came from, say).
+
+    Raises `TraceError` with the reason when the values are no trace or give no valid DAG.
+    """
+    found, spans = spans_from_values(values, fmt)
+    return build_dag(
+        spans,
+        trace_id=trace_id,
+        settings=settings,
+        meta={"trace_format": str(found), **(dict(meta) if meta else {})},
+    )
+
+
+__all__ = [
+    "TraceFormat",
+    "dag_from_trace",
+    "dag_from_values",
+    "detect_format",
+    "parse_json_values",
+    "read_trace",
+    "spans_from_values",
+]
