@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 import click
 
 from ..redaction import redact
-from .common import fail
+from .common import cache_option, fail
 
 
 def _fail_lines(message: str) -> NoReturn:
@@ -91,15 +91,7 @@ def _interrupt(_signum: int, _frame: Any) -> NoReturn:
     default=None,
     help="Consecutive Not Fully Supported verdicts that stop a claim [default: 3].",
 )
-@click.option(
-    "--cache", default=None, help="Model cache file, or 'off' [default: each process's user cache]."
-)
-@click.option(
-    "--cache-dir",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Shared cache directory: every worker uses DIR/cache.sqlite.",
-)
+@cache_option
 @click.option("--runs-dir", default=None, help="Parent of default run directories [default: runs].")
 @click.option("--prices", default=None, help="JSON price file over the built-in price table.")
 @click.option("--threads", type=int, default=None, help="CPU threads of an embedded local/ model.")
@@ -137,7 +129,6 @@ def batch(
     max_task_retries: int,
     concurrency: int | None,
     max_parallel_claims: int | None,
-    cache_dir: str | None,
     config_path: str | None,
     html: bool,
     summary_dir: str,
@@ -175,10 +166,6 @@ def batch(
         fail(f"--max-unsupported must be between 0 and 1 (got {max_unsupported})")
     if max_unsupported is not None:
         setting_flags["max_unsupported"] = max_unsupported  # a setting: jobs may set their own
-    if cache_dir is not None:
-        if setting_flags.get("cache") is not None:
-            fail("give --cache or --cache-dir, not both")
-        setting_flags["cache"] = str(Path(cache_dir) / "cache.sqlite")
     flags = {k: v for k, v in setting_flags.items() if v is not None}
     if concurrency is not None:
         flags["concurrency"] = concurrency

@@ -60,7 +60,17 @@ def _apply(options: list[Callable[[_F], _F]], f: _F) -> _F:
 
 # -- model options ------------------------------------------------------------------------------
 
-_CACHE_HELP = "Model cache file, or 'off'"
+CACHE_HELP = (
+    "Model response cache: a SQLite file, or 'off' [default: the user cache, "
+    "$VERITRAIL_CACHE_DIR/cache.sqlite or ~/.cache/veritrail/cache.sqlite]."
+)
+"""`--cache` means this in every command that calls a model (verify, check, resume, batch, eval,
+detect, extract, pipeline, from-graphrag); `veritrail cache --cache FILE` names the same file."""
+
+
+def cache_option(f: _F) -> _F:
+    """The `--cache` option (`CACHE_HELP`), parsed by `run.settings.model_cache`."""
+    return click.option("--cache", "cache", default=None, help=CACHE_HELP)(f)
 
 
 def model_options(f: _F) -> _F:
@@ -77,9 +87,7 @@ def model_options(f: _F) -> _F:
             click.option(
                 "--base-url", default=None, help="OpenAI-compatible endpoint (vLLM, Ollama, ...)."
             ),
-            click.option(
-                "--cache", "cache", default=None, help=_CACHE_HELP + " [default: the user cache]."
-            ),
+            cache_option,
             click.option(
                 "--threads",
                 type=click.IntRange(min=1),
@@ -168,7 +176,7 @@ RUN_OPTIONS: list[Callable[[Any], Any]] = [
     _setting(
         "--threads", help="CPU threads of an embedded local/ model", default="from the free cores"
     ),
-    _text("--cache", help=_CACHE_HELP, default="the user cache"),
+    cache_option,
     _text("--prompt-dir", help="Directory of prompt overrides"),
     _text(
         "--question",

@@ -49,7 +49,7 @@ def _common(f: Any) -> Any:
         ),
         click.option("--threads", type=int, default=1, show_default=True, help="Torch threads."),
         click.option(
-            "--cache",
+            "--analysis-cache",
             "cache_dir",
             type=click.Path(file_okay=False),
             default=".veritrail/sirg-cache",
