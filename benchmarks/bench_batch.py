@@ -57,7 +57,7 @@ from bench_schedule import responder as step_reply
 
 import veritrail.batch.driver as batch_driver
 from veritrail.batch import RayExecutor, load_manifest, prepare_jobs, run_batch
-from veritrail.batch.ray_executor import SEND_INTERVAL
+from veritrail.batch.ray_worker import SEND_INTERVAL
 from veritrail.dag import Dag, save_dag
 
 REPORT_CPU = [0.0]

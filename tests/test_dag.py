@@ -353,7 +353,7 @@ def test_the_run_fingerprint_hashes_every_dag_module() -> None:
     """The DAG's model, validation and reading decide a run's results, so a resumed run must be
     finished by the same code: every `dag*.py` module is in the code fingerprint."""
     import veritrail
-    from veritrail.run.store import verify_code_files
+    from veritrail.run.fingerprint import verify_code_files
 
     pkg = Path(veritrail.__file__).resolve().parent
     modules = set(pkg.glob("dag*.py"))

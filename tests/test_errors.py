@@ -38,7 +38,7 @@ INTERNAL = {
     # the scripted provider ran out of replies: a bug in a test, meant to fail loudly
     "veritrail.lm.fake.ScriptExhaustedError",
     # a shard task's engine stopped; the Ray executor records it on the job
-    "veritrail.batch.ray_executor._TaskFailed",
+    "veritrail.batch.ray_worker._TaskFailed",
 }
 
 

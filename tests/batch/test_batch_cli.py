@@ -76,8 +76,9 @@ def test_oracle_batch_equals_verify_and_writes_summary(tmp_path: Path) -> None:
 
 
 def test_batch_job_is_the_run_verify_makes(tmp_path: Path) -> None:
-    # One fingerprint definition (runstore.result_config): the same inputs and settings give the
-    # same run directory, so a batch finishes (here: reuses) what `veritrail verify` started.
+    # One fingerprint definition (run.fingerprint.result_config): the same inputs and settings
+    # give the same run directory, so a batch finishes (here: reuses) what `veritrail verify`
+    # started.
     args = [
         "--claims",
         str(QUICKSTART / "claims.json"),

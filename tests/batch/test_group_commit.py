@@ -1,7 +1,7 @@
 """The Ray executor's cheap path on the driver: results encoded by the worker
 (`run.store.result_line`), appended as a group with one write and one fsync
 (`RunStore.record_lines`, `JobState.record_lines`), and gathered into one Ray item per
-`send_interval` by each shard on its worker (`ray_executor._gather`). No Ray needed: the
+`send_interval` by each shard on its worker (`ray_worker._gather`). No Ray needed: the
 pieces run here.
 """
 
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from veritrail.batch import open_states, prepare_jobs
 from veritrail.batch.jobs import JobState
-from veritrail.batch.ray_executor import ShardSpec, ShardWorker, _gather, _pack
+from veritrail.batch.ray_worker import ShardSpec, ShardWorker, _gather, _pack
 from veritrail.method.loop import not_started
 from veritrail.records import (
     Claim,

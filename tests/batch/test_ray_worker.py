@@ -1,4 +1,4 @@
-"""The Ray executor's worker actor body (`ray_executor.ShardWorker`), run here without Ray:
+"""The Ray executor's worker actor body (`ray_worker.ShardWorker`), run here without Ray:
 several shards at once over ONE model layer per endpoint, within the worker's call budget, and
 a fatal endpoint error met by one shard stops the others on that worker."""
 
@@ -13,7 +13,7 @@ from batchkit import responder, write_jobs
 
 from veritrail.batch import load_manifest, open_states, prepare_jobs
 from veritrail.batch.jobs import JobState
-from veritrail.batch.ray_executor import ShardSpec, ShardWorker
+from veritrail.batch.ray_worker import ShardSpec, ShardWorker
 from veritrail.testing.fake_openai_server import FakeOpenAIServer, Fault
 
 

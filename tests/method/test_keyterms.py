@@ -30,8 +30,8 @@ from veritrail.method.loop import lm_steps, verify_claims
 from veritrail.method.oracle import Oracle
 from veritrail.method.steps import VerdictOutcome
 from veritrail.records import Verdict
+from veritrail.run.fingerprint import result_config
 from veritrail.run.settings import Settings
-from veritrail.run.store import result_config
 
 SOURCE = "Scrooge met Marley's ghost in 1843. Three spirits visited him in London."
 

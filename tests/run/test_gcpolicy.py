@@ -133,7 +133,7 @@ def test_batch_executors_verify_under_the_policy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seen: list[tuple[int, int, int]]
 ) -> None:
     from veritrail.batch import LocalExecutor, load_manifest, open_states, prepare_jobs, run_batch
-    from veritrail.batch.ray_executor import ShardSpec, ShardWorker
+    from veritrail.batch.ray_worker import ShardSpec, ShardWorker
 
     gc.set_threshold(700, 10, 10)
     monkeypatch.chdir(tmp_path)

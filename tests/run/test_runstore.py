@@ -24,6 +24,7 @@ from veritrail.records import (
     Verdict,
 )
 from veritrail.report import build_report, claim_to_dict, comparable
+from veritrail.run.fingerprint import run_fingerprint
 from veritrail.run.store import (
     RESULTS_FILE,
     RUN_FILE,
@@ -32,7 +33,6 @@ from veritrail.run.store import (
     Status,
     default_run_dir,
     redact,
-    run_fingerprint,
 )
 
 DAG = Dag.from_records(

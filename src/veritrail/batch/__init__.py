@@ -23,7 +23,8 @@ from .jobs import (
 from .local import LocalExecutor
 from .manifest import BATCH_ONLY_SETTINGS, ManifestError, ManifestJob, load_manifest
 from .progress import BatchEvents, make_batch_progress
-from .ray_executor import RayExecutor, RayUnavailableError, RayUnreachableError
+from .ray_cluster import RayUnavailableError, RayUnreachableError
+from .ray_executor import RayExecutor
 from .summary import JobOutcome
 
 __all__ = [

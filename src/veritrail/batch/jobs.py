@@ -21,6 +21,7 @@ from ..method.config import VerifyConfig, fit_to_context, model_context_window
 from ..outcome import exit_status, gate_exceeded
 from ..records import Claim, ClaimResult, Termination, Verdict
 from ..report import atomic_write_text, build_report
+from ..run.fingerprint import file_sha256
 from ..run.inputs import load_job_claims, load_job_dag, run_identity
 from ..run.job import (
     Job,
@@ -38,7 +39,6 @@ from ..run.store import (
     REPORT_FILE,
     RunStore,
     Status,
-    file_sha256,
 )
 from .manifest import ManifestJob
 from .summary import INDEX_FILE, SUMMARY_FILE, JobOutcome

@@ -19,7 +19,7 @@ import click
 from ..run.job import (
     ExitCode,
     Job,
-    RunState,
+    interruption_of,
     job_settings,
     prepare_job,
     run_and_write,
@@ -35,10 +35,10 @@ def execute(job: Job, *, quiet: bool) -> None:
     from ..run.progress import make_progress
 
     progress = make_progress(quiet=quiet, interval=job.settings.progress_interval)
-    _execute(job, quiet=quiet, progress=progress, state=RunState())
+    _execute(job, quiet=quiet, progress=progress)
 
 
-def _execute(job: Job, *, quiet: bool, progress: Any, state: RunState) -> None:
+def _execute(job: Job, *, quiet: bool, progress: Any) -> None:
     from ..run.progress import print_outcome, print_summary
 
     if not quiet:
@@ -51,12 +51,12 @@ def _execute(job: Job, *, quiet: bool, progress: Any, state: RunState) -> None:
         click.echo(f"run directory: {job.run_dir}", err=True)
     try:
         with job_errors():
-            done = asyncio.run(run_and_write(job, progress, state=state))
+            done = asyncio.run(run_and_write(job, progress))
     except (KeyboardInterrupt, asyncio.CancelledError):
         # Ctrl-C (asyncio.run cancels the run and re-raises KeyboardInterrupt) or SIGTERM (our
         # handler cancels the main task); `run_to_report` recorded the interruption. Finished
-        # claims are already durable in the store.
-        got = state.interruption
+        # claims are already durable in the store, which says where the run stands.
+        got = interruption_of(job)
         if got is not None:
             click.echo(
                 f"\ninterrupted: {got.done} of {got.total} claims are finished and saved in "

@@ -24,6 +24,7 @@ from ..records import Claim, ClaimResult, Termination
 from ..redaction import redact
 from ..report import atomic_write_text, build_report, write_report
 from .build import build_model, job_steps
+from .fingerprint import stored_settings
 from .spec import PARTIAL_REPORT, ClaimExtractionError, Job, JobInputError
 from .store import (
     RUN_FILE,
@@ -31,7 +32,6 @@ from .store import (
     RunStoreError,
     Status,
     lock_run_dir,
-    stored_settings,
 )
 
 if TYPE_CHECKING:
@@ -431,6 +431,20 @@ def record_interruption(job: Job, state: RunState) -> Interruption | None:
     )
 
 
+def interruption_of(job: Job) -> Interruption | None:
+    """Where an interrupted run of `job` stands, read back from its run directory (the source
+    of truth, written by `record_interruption` as the run stopped); None when no claim had
+    started (no run directory yet)."""
+    if not (job.run_dir / RUN_FILE).is_file():
+        return None
+    try:
+        store = RunStore.open(job.run_dir)
+    except RunStoreError:
+        return None
+    partial = job.run_dir / PARTIAL_REPORT
+    return Interruption(len(store.done), len(store.claims), partial if partial.is_file() else None)
+
+
 async def run_to_report(
     job: Job, progress: ProgressReporter, state: RunState, *, handle_sigterm: bool = True
 ) -> dict[str, Any]:
@@ -469,7 +483,6 @@ async def run_and_write(
     job: Job,
     progress: ProgressReporter,
     *,
-    state: RunState | None = None,
     handle_sigterm: bool = True,
     keep_run_dir: bool = True,
 ) -> RunOutcome:
@@ -479,11 +492,11 @@ async def run_and_write(
 
     `keep_run_dir=False`: the run directory is temporary (the API's default, removed by the
     caller), so the report names neither it nor a DAG copied there. Ctrl-C, SIGTERM and
-    cancellation propagate, recorded in `state` (`RunState.interruption`) when given.
+    cancellation propagate, recorded in the run directory (`interruption_of` reads it back).
     """
     from .outputs import write_outputs
 
-    st = state if state is not None else RunState()
+    st = RunState()  # the run's own working state; the caller gets the frozen outcome
     report = await run_to_report(job, progress, st, handle_sigterm=handle_sigterm)
     written = st.report_file
     if not keep_run_dir:

@@ -18,20 +18,14 @@ from ..method.claims import ClaimsFileError, load_claims
 from ..records import Claim
 from ..redaction import redact
 from .build import check_oracle_alone
+from .fingerprint import file_sha256, result_config, run_fingerprint
 from .settings import (
     Settings,
     SettingsError,
     resolve_settings,
 )
 from .spec import DAG_FILE, HTML_BESIDE, RUN_DIR_FILES, InMemoryDag, Job, JobInputError
-from .store import (
-    CLAIMS_FILE,
-    REPORT_FILE,
-    default_run_dir,
-    file_sha256,
-    result_config,
-    run_fingerprint,
-)
+from .store import CLAIMS_FILE, REPORT_FILE, default_run_dir
 
 if TYPE_CHECKING:
     pass

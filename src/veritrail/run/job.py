@@ -33,6 +33,7 @@ from .execute import Interruption as Interruption
 from .execute import RunOutcome as RunOutcome
 from .execute import RunState as RunState
 from .execute import extract_claims as extract_claims
+from .execute import interruption_of as interruption_of
 from .execute import record_interruption as record_interruption
 from .execute import run_and_write as run_and_write
 from .execute import run_job as run_job

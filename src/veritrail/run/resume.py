@@ -9,20 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..redaction import MASK
+from .fingerprint import file_sha256, result_config, run_fingerprint
 from .inputs import check_outputs, check_run_dir, html_target, input_paths, load_job_dag
 from .settings import (
     SETTING_NAMES,
     Settings,
 )
 from .spec import Job, JobInputError
-from .store import (
-    RUN_FILE,
-    RunStore,
-    RunStoreError,
-    file_sha256,
-    result_config,
-    run_fingerprint,
-)
+from .store import RUN_FILE, RunStore, RunStoreError
 
 if TYPE_CHECKING:
     pass

@@ -15,6 +15,7 @@ from ..dag import Dag
 from ..errors import InputProblem, RunFailure, VeritrailError
 from ..outcome import ExitCode
 from ..records import Claim
+from .fingerprint import result_config
 from .model_spec import ModelSpec
 from .settings import Settings, step_specs
 from .store import (
@@ -23,7 +24,6 @@ from .store import (
     REPORT_FILE,
     RESULTS_FILE,
     RUN_FILE,
-    result_config,
 )
 
 HTML_BESIDE = "\0beside"
