@@ -25,6 +25,7 @@ PACKAGE = ROOT / "src" / "veritrail"
 FEATURES: dict[str, tuple[str, ...]] = {
     "lm/local.py": ("local",),
     "lm/local_server.py": ("local",),
+    "runs/view/": ("view",),
     "adapters/graphrag/index.py": ("graphrag",),
     "integrations/langchain.py": ("langchain",),
     "integrations/llamaindex.py": ("llamaindex",),

@@ -327,6 +327,33 @@ def diff_two_runs(n: int, tmp_path: Path) -> Callable[[], object]:
     return work
 
 
+# -- the index of runs: rebuilt from the run directories -----------------------------------------
+
+
+def reindex_runs(n: int, tmp_path: Path) -> Callable[[], object]:
+    """`veritrail runs reindex` of `n` run directories of 20 claims (SQLite): every run read
+    and its claims inserted. benchmarks/bench_runs.py times it at 1,000 runs of 50 claims."""
+    import shutil
+
+    from runsynth import write_run
+    from veritrail.runs import open_index
+
+    root = tmp_path / f"runs{n}"
+    template = write_run(tmp_path / f"template{n}", "t-000000000000", claims=20)
+    root.mkdir()
+    for i in range(n):
+        shutil.copytree(template, root / f"r-{i:012x}")
+    index = open_index(root)
+    index.reindex()  # the tables created and the files in the page cache before timing
+
+    def work() -> object:
+        stats = index.reindex()
+        assert stats.added == n
+        return stats
+
+    return work
+
+
 # name -> (workload, small size, repetitions); benchmarks/bench_scale.py runs them at full size.
 WORKLOADS: dict[str, tuple[Callable[[int, Path], Callable[[], object]], int, int]] = {
     "next_round over a chain": (rounds_of_a_trail, 5_000, 3),
@@ -336,6 +363,7 @@ WORKLOADS: dict[str, tuple[Callable[[int, Path], Callable[[], object]], int, int
     "batch summary, index and table": (summary_of_a_batch, 500, 3),
     "run store: record every claim, then open it to resume": (resume_a_run, 500, 2),
     "veritrail diff of two runs": (diff_two_runs, 500, 3),
+    "runs reindex of run directories": (reindex_runs, 40, 3),
 }
 
 

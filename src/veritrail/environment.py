@@ -99,6 +99,12 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("VERITRAIL_RETRY_BASE_DELAY", "seconds before the first retry of a failed call", "1"),
     Variable("VERITRAIL_RETRY_MAX_ATTEMPTS", "calls in total, the first included", "6"),
     Variable("VERITRAIL_EMBED_THREADS", "CPU threads of the ONNX sentence embedder", "1"),
+    Variable(
+        "VERITRAIL_RUNS_DB",
+        "the index of runs (`veritrail runs`, `review`, `view`), when `--db` is not given: a "
+        "`postgresql://` URL or a SQLite file ([runs.md](runs.md))",
+        "`<runs dir>/index.sqlite`",
+    ),
 )
 """Every variable veritrail reads (docs/running.md, "Environment variables")."""
 

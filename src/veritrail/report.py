@@ -33,7 +33,13 @@ from .records import (
 from .textio import atomic_write_text as atomic_write_text  # written here first; kept importable
 
 REPORT_FORMAT = "veritrail-report"
-REPORT_VERSION = 1
+REPORT_VERSION = 2
+"""The version this code writes. 2 added a claim's optional ``review`` object (a person's
+verdict beside the model's: `veritrail.runs.reviews`); nothing else changed, so a version 1
+report is a version 2 report without reviews (docs/report.md, "Versions")."""
+
+READABLE_VERSIONS = (1, 2)
+"""The versions `load_report` accepts."""
 
 
 class ReportFormatError(InputProblem, ValueError):
@@ -98,7 +104,7 @@ def claim_to_dict(r: ClaimResult) -> dict[str, Any]:
             "nodes_read": r.cost.nodes_read,
             "nodes_read_share": r.cost.nodes_read_share,
             "wall_seconds": round(r.cost.wall_seconds, 3),
-            # cached_input_tokens stays out of report v1: it varies between identical runs.
+            # cached_input_tokens stays out of the report: it varies between identical runs.
             "per_step": {
                 k: {f: getattr(v, f) for f in _STEP_COST_FIELDS}
                 for k, v in sorted(r.cost.per_step.items())
@@ -282,9 +288,10 @@ def load_report(path: str | Path) -> dict[str, Any]:
         raise ReportFormatError(str(exc)) from None
     if not isinstance(doc, dict) or doc.get("format") != REPORT_FORMAT:
         raise ReportFormatError(f'{path}: not a VeriTrail report (no "format": "{REPORT_FORMAT}")')
-    if doc.get("version") != REPORT_VERSION:
+    if doc.get("version") not in READABLE_VERSIONS:
+        readable = " and ".join(str(v) for v in READABLE_VERSIONS)
         raise ReportFormatError(
-            f"{path}: report version {doc.get('version')!r}, this veritrail reads {REPORT_VERSION}"
+            f"{path}: report version {doc.get('version')!r}, this veritrail reads {readable}"
         )
     return doc
 

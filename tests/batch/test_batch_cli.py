@@ -90,11 +90,12 @@ def test_batch_job_is_the_run_verify_makes(tmp_path: Path) -> None:
         ["verify", str(QUICKSTART / "dag.json"), *args, "-q", "1", "--out", "v.json", "--quiet"],
     )
     assert res.exit_code == 0, res.output
-    (run_dir,) = (tmp_path / "runs").iterdir()
+    # The runs directory holds the run and the index of runs (`veritrail runs`).
+    (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
     manifest = write_jobs(tmp_path, 1, 0, oracle=True)  # job0 has q = 1
     code, out = batch(str(manifest), "--quiet")
     assert code == 0, out
-    assert [p.name for p in (tmp_path / "runs").iterdir()] == [run_dir.name]
+    assert [p.name for p in (tmp_path / "runs").iterdir() if p.is_dir()] == [run_dir.name]
     report = load(tmp_path / "reports" / "job0.json")
     assert report["run"]["resumed_claims"] == 4  # nothing verified again
 

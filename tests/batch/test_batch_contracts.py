@@ -183,7 +183,7 @@ def test_resume_finishes_a_batch_run_with_the_same_judge(
     with FakeOpenAIServer(responder=flaky) as srv:
         code, out = batch(str(manifest), *lm(srv), "--quiet")
         assert code == 3, out
-        (run_dir,) = (tmp_path / "runs").iterdir()
+        (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
         failing = False
         code, out = cli_run("resume", str(run_dir), "--quiet")
         assert code == 0, out

@@ -91,6 +91,7 @@ def test_each_job_of_a_local_batch_uses_its_own_prompt_dir(tmp_path: Path) -> No
     runs = {
         json.loads((d / "run.json").read_text())["extra"]["batch_job"]: d
         for d in (tmp_path / "runs").iterdir()
+        if d.is_dir()
     }
     assert set(runs) == {"a", "b"}
 

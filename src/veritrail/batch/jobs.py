@@ -389,8 +389,13 @@ def finish_job(state: JobState, *, executor: str) -> dict[str, Any]:
         run=run_info,
         dag_path=job.dag_path,
     )
+    from ..runs.index import index_finished_run
+    from ..runs.reviewing import report_with_reviews
+
+    report = report_with_reviews(report, job.run_dir)  # as `veritrail verify` writes it
     stored = store.write_report(report)
     store.set_status(Status.COMPLETE)
+    index_finished_run(job.run_dir, job.settings.runs_dir)
     assert job.out_path is not None  # every job of a batch has its report file
     job.out_path.parent.mkdir(parents=True, exist_ok=True)
     # The run directory's copy is written exactly as `report.write_report` writes (redacted,

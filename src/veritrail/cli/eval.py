@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from ..method.config import VerifyConfig
+from .common import cache_option
 from .common import fail as _fail
 
 # The method's defaults come from `VerifyConfig` (one source for every default, issue 15).
@@ -31,13 +32,7 @@ _DEFAULT = VerifyConfig()
 @click.option(
     "--model", "model_name", default=None, help="provider/model used by every LM-based method."
 )
-@click.option(
-    "--cache",
-    "cache_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="LM response cache (SQLite file); re-runs cost nothing.",
-)
+@cache_option
 @click.option(
     "--prices",
     "prices_path",
@@ -140,7 +135,7 @@ def eval_cmd(
     dataset: str,
     methods: tuple[str, ...],
     model_name: str | None,
-    cache_path: str | None,
+    cache: str | None,
     prices_path: str | None,
     threads: int | None,
     limit: int | None,
@@ -165,6 +160,9 @@ def eval_cmd(
 
     DATASET is a file in our format (.json/.jsonl), a WiCE claim file, FABLES.json, a FABLES+ /
     DiverseSumm+ style directory, or one of those prefixed with wice:, fables:, layout:, veritrail:.
+    reviewed:PATH (a run directory or a runs directory) takes the claims people reviewed
+    (`veritrail review`) and prints the judge–human agreement (confusion matrix, Cohen's kappa)
+    of the runs' own verdicts and of each --method (none by default).
     """
     from ..detectors.registry import BuildContext, build_method
     from ..eval.datasets import DatasetError, open_dataset
@@ -178,6 +176,11 @@ def eval_cmd(
         _fail(str(exc))
     if limit is not None:
         ds = ds.head(limit)
+    from ..eval import agreement as agree
+
+    if agree.is_reviewed(ds) and not methods and not save_dataset:
+        _print_agreement(agree.agreements(ds), fmt, out_dir)
+        return
     if save_dataset:
         write_dataset(ds, save_dataset)
         click.echo(f"{len(ds.items)} items, {ds.n_claims} claims written to {save_dataset}")
@@ -196,8 +199,9 @@ def eval_cmd(
     model: Any = None
     if model_name:
         from ..run.model_spec import ModelSpec
+        from ..run.settings import model_cache
 
-        spec = ModelSpec(model_name, cache=cache_path or False, prices=prices_path, threads=threads)
+        spec = ModelSpec(model_name, cache=model_cache(cache), prices=prices_path, threads=threads)
         try:
             model = spec.build()
         except (ValueError, RuntimeError, OSError) as exc:
@@ -282,8 +286,16 @@ def eval_cmd(
             except RuntimeError as exc:  # matplotlib missing: the tables are still written
                 click.echo(f"warning: {exc}", err=True)
 
+    if agree.is_reviewed(ds):
+        ags = agree.agreements(ds, run)
+        doc["agreement"] = [a.to_json() for a in ags]
+        if out_dir:
+            (Path(out_dir) / "results.json").write_text(
+                json.dumps(doc, indent=1, ensure_ascii=False), encoding="utf-8"
+            )
     if fmt == "json":
-        click.echo(json.dumps(summary_to_json(summary), indent=1, ensure_ascii=False))
+        extra = {"agreement": doc["agreement"]} if "agreement" in doc else {}
+        click.echo(json.dumps({**summary_to_json(summary), **extra}, indent=1, ensure_ascii=False))
     elif fmt == "markdown":
         click.echo(render_markdown(summary), nl=False)
     else:
@@ -292,3 +304,29 @@ def eval_cmd(
         console = Console()
         # A wide table: when piped, do not squeeze it into the default 80 columns.
         Console(width=console.width if console.is_terminal else 220).print(render_terminal(summary))
+    if agree.is_reviewed(ds) and fmt != "json":
+        _print_agreement(agree.agreements(ds, run), fmt, None)
+
+
+def _print_agreement(ags: list[Any], fmt: str, out_dir: str | None) -> None:
+    """The judge–human agreement of a reviewed dataset, in `fmt`; with `out_dir`, also
+    agreement.json and agreement.md there."""
+    from ..eval.agreement import render_markdown, render_terminal
+
+    docs = [a.to_json() for a in ags]
+    if out_dir:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "agreement.json").write_text(
+            json.dumps(docs, indent=1, ensure_ascii=False), encoding="utf-8"
+        )
+        (out / "agreement.md").write_text(render_markdown(ags), encoding="utf-8")
+    if fmt == "json":
+        click.echo(json.dumps({"agreement": docs}, indent=1, ensure_ascii=False))
+    elif fmt == "markdown":
+        click.echo(render_markdown(ags), nl=False)
+    else:
+        from rich.console import Console
+
+        console = Console()
+        Console(width=console.width if console.is_terminal else 220).print(render_terminal(ags))

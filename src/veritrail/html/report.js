@@ -238,13 +238,16 @@
         el('span', { class: 'badge ' + cls, text: vlabel(c.verdict) }),
         el('span', { class: 'mono', text: showText(c.id) }),
         el('span', { class: 'badge plain', text: c.termination }),
-        c.score != null ? el('span', { class: 'badge plain', text: 'score ' + Number(c.score).toFixed(2) }) : null),
+        c.score != null ? el('span', { class: 'badge plain', text: 'score ' + Number(c.score).toFixed(2) }) : null,
+        c.review ? el('span', { class: 'badge reviewed ' + vclass(c.review.verdict), text: 'reviewed: ' + c.review.verdict }) : null),
       el('div', { class: 'claim-text', text: c.text }),
       el('div', { class: 'meta' },
         el('span', { text: (c.iterations || []).length + ' iterations' }),
         el('span', { text: fmtInt(cost.nodes_read) + ' nodes read (' + pct(cost.nodes_read_share) + ')' }),
         el('span', { text: fmtInt(cost.lm_calls) + ' model calls' }),
         stageText ? el('span', { class: 'stage-text', text: stageText }) : null));
+    var review = reviewLine(c);
+    if (review) card.append(review);
     var det = el('details', { class: 'more' }, el('summary', { text: 'Reasoning and evidence trail' }));
     if (c.error) det.append(el('h4', { text: 'Error' }), el('div', { class: 'error-text', text: c.error }));
     det.append(el('h4', { text: 'Reasoning' }), el('p', { class: 'reasoning', text: c.reasoning || '(none)' }));
@@ -273,6 +276,18 @@
     });
     card.addEventListener('keydown', function (ev) { if (ev.key === 'Enter') select(c.id); });
     return card;
+  }
+
+  // A person's review (report version 2) beside the model's verdict, never in its place.
+  function reviewLine(c) {
+    var r = c.review;
+    if (!r) return null;
+    var who = 'by ' + String(r.author || '?') + (r.time ? ', ' + String(r.time) : '') +
+      (r.count > 1 ? ', ' + r.count + ' reviews' : '');
+    return el('div', { class: 'review', 'data-review-verdict': r.verdict },
+      el('span', { text: 'model: ' + vlabel(c.verdict) + ', reviewed: ' + r.verdict }),
+      el('span', { class: 'note', text: ' (' + who + ')' }),
+      el('div', { class: 'review-reason', text: r.reason }));
   }
 
   function iterationBlock(it) {

@@ -379,9 +379,16 @@ async def _run_job(
             run=run_info,
             dag_path=job.dag_path,
         )
+        from ..runs.index import index_finished_run
+        from ..runs.reviewing import report_with_reviews
+
+        # People's reviews of this run's claims (`veritrail review`) stay in its report.
+        report = report_with_reviews(report, job.run_dir)
         state.report_file = store.write_report(report)
         errored = report["summary"]["verdicts"].get("error", 0)
         store.set_status(Status.INCOMPLETE if errored else Status.COMPLETE)
+        # Best effort (never fails the run): the index is a cache of the run directories.
+        index_finished_run(job.run_dir, job.settings.runs_dir)
         return report
     finally:
         ticker.cancel()
@@ -403,8 +410,10 @@ def write_partial_report(job: Job, store: RunStore, config: VerifyConfig) -> Pat
         run={"partial": True, "claims_total": len(store.claims)},
         dag_path=job.dag_path,
     )
+    from ..runs.reviewing import report_with_reviews
+
     path = job.run_dir / PARTIAL_REPORT
-    write_report(report, path)
+    write_report(report_with_reviews(report, job.run_dir), path)
     return path
 
 

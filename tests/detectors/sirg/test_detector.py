@@ -99,7 +99,14 @@ def test_cli_train_detect_evaluate(lm: LoadedLM, tmp_path: Path) -> None:
     ]
     data = tmp_path / "train.jsonl"
     write_records(records, data)
-    common = ["--model", str(model_dir), "--analysis-cache", str(tmp_path / "cache"), "--max-targets", "3"]
+    common = [
+        "--model",
+        str(model_dir),
+        "--analysis-cache",
+        str(tmp_path / "cache"),
+        "--max-targets",
+        "3",
+    ]
     runner = CliRunner()
     res = runner.invoke(
         cli,

@@ -8,6 +8,8 @@
   annotators' evidence quotes (a biased surrogate for the unpublished books);
 * `layout`: the directory layout we define for FABLES+ / DiverseSumm+ (the datasets of the
   VeriTrail paper, not public at the time of writing).
+* `reviewed`: the claims people reviewed in run directories (``reviewed:PATH``), the reviewed
+  verdict as the gold label (docs/runs.md).
 
 `open_dataset` opens any of them by path, guessing which reader to use. Every public name is
 importable from here: ``from veritrail.eval.datasets import open_dataset, EvalDataset``.
@@ -54,10 +56,14 @@ def open_dataset(
     """Open a dataset by path: our format, a WiCE claim file, FABLES.json, or a layout directory.
 
     ``wice:PATH`` / ``fables:PATH`` / ``layout:DIR`` / ``veritrail:PATH`` (our format) force a
-    reader; otherwise it is guessed
+    reader (``reviewed:PATH``, reviewed runs, is never guessed); otherwise it is guessed
     from the file name and content.
     """
     kind, _, rest = spec.partition(":")
+    if kind == "reviewed" and rest:
+        from .reviewed import reviewed_dataset
+
+        return reviewed_dataset(rest)
     if kind in ("wice", "fables", "layout", "veritrail") and rest:
         path = Path(rest)
     else:

@@ -1,0 +1,581 @@
+"""`veritrail diff A B`: what changed between two runs, claim by claim
+(docs/runs.md#comparing-two-runs-veritrail-diff).
+
+**Matching.** A claim's key is its text normalised as the runs index normalises it
+(`keys.normalize_claim_text`: Unicode NFKC, case-folded, every run of characters that are not
+letters or digits, whitespace and punctuation alike, made one space). The verdict and the trail are what the diff compares, so they cannot be part of the key: a claim
+whose evidence moved must still meet itself. When several claims of a run share a key (the same
+sentence stated twice in a final output), the claims of A and B with that key are paired by the
+sources they trace to (the root nodes of their provenance paths and of their evidence, most
+shared first) and, between equals, in natural claim-id order (`c2` before `c10`); what is left
+over is reported as added (only in B) or removed (only in A). Each report has one final output
+(the DAG's terminal node), so it is shown but never matched on: two runs whose terminal ids
+differ are compared by claim text alone.
+
+**What counts.** A claim is *unsupported* when its verdict is Not Fully Supported; the verdict
+is the reviewed one when the claim has a review (report version 2's per-claim `review`), else
+the model's. *Newly unsupported*: unsupported in B and not in A, or unsupported and only in B.
+*Resolved*: unsupported in A and, matched, not in B. *Flipped*: matched with another verdict
+(errors included). For each newly unsupported claim the diff gives B's error stages and the
+nodes blamed for them (the non-root evidence nodes of the last Fully Supported iteration; the
+final output when no iteration was Fully Supported: docs/method.md#provenance-and-error-stages).
+*Evidence changed*: the sentences (`node#index`) selected as evidence in any iteration differ.
+
+The document `diff_document` builds is `"format": "veritrail-diff"`, version 1
+(`schemas/diff.schema.json`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputProblem
+from ..records import Verdict
+from .diffstats import DEFAULT_RESAMPLES, DEFAULT_SEED, Outcomes, ShareDifference, share_difference
+from .keys import normalize_claim_text
+
+DIFF_FORMAT = "veritrail-diff"
+DIFF_VERSION = 1
+
+UNSUPPORTED = Verdict.NOT_FULLY_SUPPORTED.value
+_VERDICTS = frozenset(v.value for v in Verdict)
+
+_PAIR_BY_SOURCES_LIMIT = 2500
+"""Duplicates of one key are paired by shared sources while |A dups| x |B dups| stays under
+this; beyond it (thousands of identical claims) in claim-id order only, to stay linear."""
+
+
+class DiffInputError(InputProblem, ValueError):
+    """A side of the diff is not a run directory with a report or a report file."""
+
+
+def claim_key(text: str) -> str:
+    """The matching key of a claim's text: the runs index's normalised text (so a claim the
+    view lists and the claim the diff matches are one), see the module docstring."""
+    return normalize_claim_text(text)
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(claim_id: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key that puts `c2` before `c10`."""
+    return tuple(
+        (0, int(part)) if part.isdigit() else (1, part) for part in _DIGITS.split(claim_id) if part
+    )
+
+
+@dataclass(frozen=True)
+class ClaimView:
+    """One claim of one run, as the diff sees it."""
+
+    id: str
+    text: str
+    key: str
+    verdict: str | None
+    """The verdict that counts: the review's when there is one, else the model's (None: error)."""
+    model_verdict: str | None
+    reviewed: bool
+    error_stages: tuple[int, ...]
+    error_stage_status: str
+    entered_at: tuple[str, ...]
+    """The nodes blamed for the error stages (empty unless the stages were identified)."""
+    evidence: frozenset[str]
+    """`node#sentence` of every evidence sentence of every iteration."""
+    sources: frozenset[str]
+    """Root nodes the claim traces to (provenance ends and root evidence)."""
+
+    @property
+    def unsupported(self) -> bool:
+        """Not Fully Supported (after review)."""
+        return self.verdict == UNSUPPORTED
+
+    def to_json(self) -> dict[str, Any]:
+        """The claim in the diff document."""
+        return {
+            "id": self.id,
+            "text": self.text,
+            "verdict": self.verdict,
+            "model_verdict": self.model_verdict,
+            "reviewed": self.reviewed,
+            "error_stages": list(self.error_stages),
+            "error_stage_status": self.error_stage_status,
+            "entered_at": list(self.entered_at),
+        }
+
+
+@dataclass(frozen=True)
+class Side:
+    """One run of the diff: where it came from and its claims."""
+
+    label: str
+    path: str
+    model: str
+    terminal: str
+    max_stage: int
+    run: Mapping[str, Any]
+    claims: tuple[ClaimView, ...]
+    run_id: str | None = None
+    """The run directory's name (the runs index's run id), when known."""
+
+    @property
+    def unsupported(self) -> int:
+        """Claims whose verdict is Not Fully Supported."""
+        return sum(1 for c in self.claims if c.unsupported)
+
+    def to_json(self) -> dict[str, Any]:
+        """The side in the diff document."""
+        n = len(self.claims)
+        return {
+            "label": self.label,
+            "path": self.path,
+            "model": self.model,
+            "terminal": self.terminal,
+            "run_id": self.run_id,
+            "started": self.run.get("started"),
+            "claims": n,
+            "unsupported": self.unsupported,
+            "unsupported_share": round(self.unsupported / n, 6) if n else None,
+        }
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A claim of A and its match in B; one of them is None for a claim of one run only."""
+
+    key: str
+    a: ClaimView | None
+    b: ClaimView | None
+
+    @property
+    def status(self) -> str:
+        """`matched`, `added` (only in B) or `removed` (only in A)."""
+        return "matched" if self.a and self.b else ("added" if self.b else "removed")
+
+    @property
+    def newly_unsupported(self) -> bool:
+        """Unsupported in B and not in A (or not in A at all)."""
+        return self.b is not None and self.b.unsupported and not (self.a and self.a.unsupported)
+
+    @property
+    def resolved(self) -> bool:
+        """Unsupported in A, matched and not unsupported in B."""
+        return (
+            self.a is not None and self.b is not None and self.a.unsupported
+        ) and not self.b.unsupported
+
+    @property
+    def flipped(self) -> bool:
+        """Matched with a different verdict (an error counts as a verdict of its own)."""
+        return self.a is not None and self.b is not None and self.a.verdict != self.b.verdict
+
+    @property
+    def evidence_added(self) -> list[str]:
+        """Evidence sentences of B that A did not select (matched claims only)."""
+        if self.a is None or self.b is None:
+            return []
+        return sorted(self.b.evidence - self.a.evidence, key=natural_key)
+
+    @property
+    def evidence_removed(self) -> list[str]:
+        """Evidence sentences of A that B did not select (matched claims only)."""
+        if self.a is None or self.b is None:
+            return []
+        return sorted(self.a.evidence - self.b.evidence, key=natural_key)
+
+    @property
+    def changed(self) -> bool:
+        """Anything to report: unmatched, flipped, or other evidence."""
+        if self.a is None or self.b is None:
+            return True
+        return self.flipped or self.a.evidence != self.b.evidence
+
+    def to_json(self) -> dict[str, Any]:
+        """One entry of the diff document's `changes`."""
+        return {
+            "key": self.key,
+            "status": self.status,
+            "a": self.a.to_json() if self.a else None,
+            "b": self.b.to_json() if self.b else None,
+            "flipped": self.flipped,
+            "newly_unsupported": self.newly_unsupported,
+            "resolved": self.resolved,
+            "evidence_added": self.evidence_added,
+            "evidence_removed": self.evidence_removed,
+        }
+
+
+@dataclass(frozen=True)
+class Diff:
+    """Two runs compared (`compare`)."""
+
+    a: Side
+    b: Side
+    pairs: tuple[Pair, ...]
+    duplicate_keys: int
+    share: ShareDifference
+
+    @property
+    def newly_unsupported(self) -> list[Pair]:
+        """Claims that became unsupported, B's order."""
+        return [p for p in self.pairs if p.newly_unsupported]
+
+    @property
+    def resolved(self) -> list[Pair]:
+        """Claims unsupported in A and no longer in B."""
+        return [p for p in self.pairs if p.resolved]
+
+    @property
+    def flipped(self) -> list[Pair]:
+        """Matched claims whose verdict changed."""
+        return [p for p in self.pairs if p.flipped]
+
+    @property
+    def evidence_changed(self) -> list[Pair]:
+        """Matched claims whose evidence sentences changed."""
+        return [p for p in self.pairs if p.a and p.b and p.a.evidence != p.b.evidence]
+
+    def count(self, status: str) -> int:
+        """Pairs of a status (`matched`, `added`, `removed`)."""
+        return sum(1 for p in self.pairs if p.status == status)
+
+    def stages(self) -> dict[str, int]:
+        """Newly unsupported claims per stage where they entered ("not identifiable" apart)."""
+        out: dict[str, int] = {}
+        for p in self.newly_unsupported:
+            assert p.b is not None
+            names = [str(s) for s in p.b.error_stages] or ["not identifiable"]
+            for name in names:
+                out[name] = out.get(name, 0) + 1
+        return dict(sorted(out.items(), key=lambda kv: natural_key(kv[0])))
+
+
+def gate_failed(diff: Diff, max_new_unsupported: int | None) -> bool:
+    """The `--max-new-unsupported N` gate: more than N newly unsupported claims."""
+    return max_new_unsupported is not None and len(diff.newly_unsupported) > max_new_unsupported
+
+
+# -- reading a side -------------------------------------------------------------------------------
+
+
+def _blamed_nodes(claim: Mapping[str, Any], roots: set[str], terminal: str) -> tuple[str, ...]:
+    """The nodes behind an identified error stage (docs/report.md: the red dashed ring)."""
+    if claim.get("error_stage_status") != "identified":
+        return ()
+    iterations = claim.get("iterations") or []
+    for it in reversed(iterations):
+        if it.get("verdict") == Verdict.FULLY_SUPPORTED.value:
+            return tuple(n for n in it.get("nodes_with_evidence", []) if n not in roots)
+    return (terminal,)
+
+
+def claim_view(
+    claim: Mapping[str, Any], roots: set[str], terminal: str, *, use_reviews: bool = True
+) -> ClaimView:
+    """One report claim as the diff sees it. A claim's `review` (report version 2) overrides its
+    verdict when `use_reviews` and the review names a verdict."""
+    model_verdict = claim.get("verdict")
+    review = claim.get("review") if use_reviews else None
+    reviewed = isinstance(review, Mapping) and review.get("verdict") in _VERDICTS
+    verdict = review["verdict"] if reviewed and isinstance(review, Mapping) else model_verdict
+    evidence: set[str] = set()
+    sources: set[str] = set()
+    for it in claim.get("iterations") or []:
+        for e in it.get("evidence") or []:
+            evidence.add(f"{e['node_id']}#{e['sentence_index']}")
+            if e["node_id"] in roots:
+                sources.add(e["node_id"])
+    sources.update(str(p[-1]) for p in claim.get("provenance") or [] if p)
+    text = str(claim.get("text", ""))
+    return ClaimView(
+        id=str(claim["id"]),
+        text=text,
+        key=claim_key(text),
+        verdict=verdict,
+        model_verdict=model_verdict,
+        reviewed=reviewed,
+        error_stages=tuple(int(s) for s in claim.get("error_stages") or ()),
+        error_stage_status=str(claim.get("error_stage_status", "not_applicable")),
+        entered_at=_blamed_nodes(claim, roots, terminal),
+        evidence=frozenset(evidence),
+        sources=frozenset(sources),
+    )
+
+
+def side_from_report(
+    report: Mapping[str, Any],
+    *,
+    label: str,
+    path: str = "",
+    use_reviews: bool = True,
+    run_id: str | None = None,
+) -> Side:
+    """A side from a report dict (any version this veritrail reads)."""
+    dag = report.get("dag") or {}
+    roots = {n["id"] for n in dag.get("nodes_touched") or [] if n.get("is_root")}
+    terminal = str(dag.get("terminal", ""))
+    claims = report.get("claims")
+    if not isinstance(claims, list):
+        raise DiffInputError(f"{path or label}: the report has no claims list")
+    try:
+        views = tuple(claim_view(c, roots, terminal, use_reviews=use_reviews) for c in claims)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DiffInputError(
+            f"{path or label}: a claim of the report is malformed ({exc!r})"
+        ) from None
+    run = dict(report.get("run") or {})
+    run_dir = run.get("run_dir")
+    return Side(
+        label=label,
+        path=path,
+        model=str(report.get("model", "")),
+        terminal=terminal,
+        max_stage=int(dag.get("max_stage") or 0),
+        run=run,
+        claims=views,
+        run_id=run_id or (Path(str(run_dir)).name if run_dir else None),
+    )
+
+
+def report_path_of(path: str | Path) -> Path:
+    """The report file of a diff argument: a report file itself, or a run directory's
+    report.json."""
+    p = Path(path)
+    if p.is_dir():
+        rep = p / "report.json"
+        if not rep.is_file():
+            raise DiffInputError(
+                f"{p}: no report.json in this directory (an unfinished run: "
+                f"`veritrail resume {p}` finishes it)"
+            )
+        return rep
+    if not p.exists():
+        raise DiffInputError(f"{p}: no such run directory or report file")
+    return p
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The garbage collector off for a while (nested uses leave it off until the outermost
+    ends)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def read_report(path: str | Path) -> dict[str, Any]:
+    """A report file, as `report.load_report` reads it, faster for what the diff keeps.
+
+    The file passes the input rules of every file (`textio`: UTF-8, a BOM dropped, strict JSON,
+    no lone surrogate) but not the nesting-depth walk over the whole document: the diff reads
+    fixed fields of each claim and copies none of the rest, and the walk was half the time of
+    reading a large report. Anything but a report of a version this veritrail reads goes through
+    `load_report`, whose checks and messages decide."""
+    from ..report import READABLE_VERSIONS, REPORT_FORMAT, ReportFormatError, load_report
+    from ..textio import InputError, parse_json, read_input_text
+
+    try:
+        text = read_input_text(path, "report")
+        with _collector_paused():  # its passes over the growing heap cost as much as the parse
+            doc = parse_json(text, path, "report", max_depth=None)
+    except InputError as exc:
+        raise ReportFormatError(str(exc)) from None
+    if (
+        isinstance(doc, dict)
+        and doc.get("format") == REPORT_FORMAT
+        and doc.get("version") in READABLE_VERSIONS
+    ):
+        return doc
+    return load_report(path)
+
+
+def load_side(path: str | Path, *, label: str, use_reviews: bool = True) -> Side:
+    """Read one side of the diff: a run directory (its report.json, with the reviews the run
+    directory holds) or a report file."""
+    rep_path = report_path_of(path)
+    with _collector_paused():  # many small objects, none of them garbage
+        report = read_report(rep_path)
+        if use_reviews and Path(path).is_dir():
+            from .reviewing import report_with_reviews
+
+            # The run directory's reviews.jsonl is the truth; report.json may predate a review.
+            report = report_with_reviews(report, Path(path))
+        run_id = Path(path).resolve().name if Path(path).is_dir() else None
+        return side_from_report(
+            report, label=label, path=str(path), use_reviews=use_reviews, run_id=run_id
+        )
+
+
+# -- matching -------------------------------------------------------------------------------------
+
+
+def _group(claims: Iterable[ClaimView]) -> dict[str, list[ClaimView]]:
+    groups: dict[str, list[ClaimView]] = {}
+    for c in claims:
+        groups.setdefault(c.key, []).append(c)
+    for group in groups.values():
+        if len(group) > 1:
+            group.sort(key=lambda c: natural_key(c.id))
+    return groups
+
+
+def _pair_duplicates(
+    key: str, a_list: Sequence[ClaimView], b_list: Sequence[ClaimView]
+) -> list[Pair]:
+    """Pairs of one key with several claims on a side (see the module docstring)."""
+    pairs: list[Pair] = []
+    if len(a_list) * len(b_list) <= _PAIR_BY_SOURCES_LIMIT:
+        free = list(b_list)
+        for a in a_list:
+            if not free:
+                pairs.append(Pair(key, a, None))
+                continue
+            # Most shared sources first; `max` keeps the first of equals: claim-id order.
+            best = max(free, key=lambda b: _overlap(a.sources, b.sources))
+            free.remove(best)
+            pairs.append(Pair(key, a, best))
+        pairs.extend(Pair(key, None, b) for b in free)
+    else:
+        n = min(len(a_list), len(b_list))
+        pairs.extend(Pair(key, a, b) for a, b in zip(a_list[:n], b_list[:n], strict=True))
+        pairs.extend(Pair(key, a, None) for a in a_list[n:])
+        pairs.extend(Pair(key, None, b) for b in b_list[n:])
+    return pairs
+
+
+def _overlap(x: frozenset[str], y: frozenset[str]) -> float:
+    union = len(x | y)
+    return len(x & y) / union if union else 0.0
+
+
+def match(a: Side, b: Side) -> tuple[list[Pair], int]:
+    """Every claim of both runs in pairs (B's claim order, then A's unmatched claims), and how
+    many keys had several claims on a side."""
+    ga, gb = _group(a.claims), _group(b.claims)
+    by_b_id: dict[str, Pair] = {}
+    only_a: list[Pair] = []
+    duplicates = 0
+    for key in ga.keys() | gb.keys():
+        a_list, b_list = ga.get(key, []), gb.get(key, [])
+        if len(a_list) <= 1 and len(b_list) <= 1:
+            found = [Pair(key, a_list[0] if a_list else None, b_list[0] if b_list else None)]
+        else:
+            duplicates += 1
+            found = _pair_duplicates(key, a_list, b_list)
+        for p in found:
+            if p.b is not None:
+                by_b_id[p.b.id] = p
+            else:
+                only_a.append(p)
+    ordered = [by_b_id[c.id] for c in b.claims if c.id in by_b_id]
+    a_order = {c.id: i for i, c in enumerate(a.claims)}
+    only_a.sort(key=lambda p: a_order[p.a.id] if p.a else 0)
+    return ordered + only_a, duplicates
+
+
+def outcomes(pairs: Iterable[Pair]) -> Outcomes:
+    """The unsupported counts the bootstrap needs."""
+    table = [[0, 0], [0, 0]]
+    only_a = only_a_u = only_b = only_b_u = 0
+    for p in pairs:
+        if p.a is not None and p.b is not None:
+            table[int(p.a.unsupported)][int(p.b.unsupported)] += 1
+        elif p.a is not None:
+            only_a += 1
+            only_a_u += p.a.unsupported
+        elif p.b is not None:
+            only_b += 1
+            only_b_u += p.b.unsupported
+    return Outcomes(
+        ((table[0][0], table[0][1]), (table[1][0], table[1][1])), only_a, only_a_u, only_b, only_b_u
+    )
+
+
+def compare(
+    a: Side, b: Side, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
+) -> Diff:
+    """Match the claims of two runs and measure what changed."""
+    pairs, duplicates = match(a, b)
+    share = share_difference(outcomes(pairs), resamples=resamples, seed=seed)
+    return Diff(a, b, tuple(pairs), duplicates, share)
+
+
+def diff_paths(
+    path_a: str | Path,
+    path_b: str | Path,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    use_reviews: bool = True,
+) -> Diff:
+    """`compare` two run directories or report files."""
+    a = load_side(path_a, label="A", use_reviews=use_reviews)
+    b = load_side(path_b, label="B", use_reviews=use_reviews)
+    return compare(a, b, resamples=resamples, seed=seed)
+
+
+def diff_document(diff: Diff, *, max_new_unsupported: int | None = None) -> dict[str, Any]:
+    """The versioned JSON document of a diff (`schemas/diff.schema.json`)."""
+    newly = diff.newly_unsupported
+    return {
+        "format": DIFF_FORMAT,
+        "version": DIFF_VERSION,
+        "a": diff.a.to_json(),
+        "b": diff.b.to_json(),
+        "matching": {
+            "key": "claim text: NFKC, case-folded, runs of non-letters and non-digits one space",
+            "matched": diff.count("matched"),
+            "added": diff.count("added"),
+            "removed": diff.count("removed"),
+            "duplicate_keys": diff.duplicate_keys,
+            "same_terminal": diff.a.terminal == diff.b.terminal,
+        },
+        "counts": {
+            "newly_unsupported": len(newly),
+            "resolved": len(diff.resolved),
+            "flipped": len(diff.flipped),
+            "evidence_changed": len(diff.evidence_changed),
+        },
+        "share": diff.share.to_json(),
+        "stages": diff.stages(),
+        "gate": {
+            "max_new_unsupported": max_new_unsupported,
+            "newly_unsupported": len(newly),
+            "failed": gate_failed(diff, max_new_unsupported),
+        },
+        "changes": [p.to_json() for p in diff.pairs if p.changed],
+    }
+
+
+__all__ = [
+    "DIFF_FORMAT",
+    "DIFF_VERSION",
+    "ClaimView",
+    "Diff",
+    "DiffInputError",
+    "Pair",
+    "Side",
+    "claim_key",
+    "claim_view",
+    "compare",
+    "diff_document",
+    "diff_paths",
+    "gate_failed",
+    "load_side",
+    "match",
+    "natural_key",
+    "outcomes",
+    "read_report",
+    "report_path_of",
+    "side_from_report",
+]

@@ -1,0 +1,361 @@
+"""Reading run directories as the run layer writes them (docs/running.md, "Runs are durable").
+
+`find_run_dirs` finds the run directories under a runs directory, `run_signature` tells cheaply
+whether one changed since it was indexed (sizes and modification times of its files), and
+`read_run_dir` reads one into a `RunRecord` (one row of the index) with its `ClaimRecord`s.
+
+The file names are the run layer's (`layout`): this module reads the files and never imports
+the run layer, so `veritrail eval` can read reviewed runs.
+A run that has not finished is read from `results.jsonl` (the last line of a claim wins; a torn
+last line is ignored, as the run store does) and `claims.json`; reviews from `reviews.jsonl`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..errors import InputProblem
+from ..records import Verdict
+from .keys import claim_sources, claim_text_key
+from .layout import (
+    CLAIMS_FILE,
+    DAG_FILE,
+    REPORT_FILE,
+    RESULTS_FILE,
+    REVIEWS_FILE,
+    RUN_FILE,
+    RUN_FORMAT,
+)
+from .reviews import ClaimReview, effective_reviews, read_reviews
+
+SIGNATURE_FILES = (RUN_FILE, CLAIMS_FILE, RESULTS_FILE, REPORT_FILE, REVIEWS_FILE)
+"""The files whose change means the run must be read again."""
+
+RACY_SECONDS = 2.0
+"""A run changed less than this long before it was read is read again at the next refresh
+(`run_signature`)."""
+
+MAX_DEPTH = 2
+"""How deep below the runs directory run directories are looked for (a batch may group its
+runs one level down)."""
+
+PIPELINE_META_BYTES = 4 << 20
+"""A DAG file up to this size is read for its `meta.pipeline` name; a larger one is not (a
+GraphRAG DAG can be hundreds of MB, and the name is a convenience)."""
+
+
+class RunDirError(InputProblem, ValueError):
+    """A directory is not a readable run directory (the message names it and why)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRecord:
+    """One claim of a run as the index keeps it."""
+
+    position: int
+    claim_id: str
+    text: str
+    key: str
+    """`keys.claim_text_key` of the text."""
+    sources: tuple[str, ...]
+    """`keys.claim_sources`: the roots its provenance reaches."""
+    sentence_indices: tuple[int, ...]
+    verdict: str | None
+    """The model's verdict as reports spell it; None while unverified or after an error."""
+    termination: str | None
+    """Why the loop stopped (`None`: not verified yet)."""
+    error_stages: tuple[int, ...]
+    error_stage_status: str | None
+    score: float | None
+    review: ClaimReview | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One run directory as the index keeps it (figures computed from its claims)."""
+
+    path: Path
+    fingerprint: str
+    dag: str
+    """The DAG's name: its file's stem (for a DAG given in memory, the run directory's name)."""
+    pipeline: str | None
+    """The DAG's `meta.pipeline`, when the DAG file is readable and small enough."""
+    dag_path: str | None
+    model: str
+    status: str
+    created: float
+    updated: float
+    """Seconds since the epoch (run.json's times)."""
+    claims: tuple[ClaimRecord, ...]
+    """Every claim of claims.json, in order, verified or not."""
+    dollars: float
+    lm_calls: int
+    has_report: bool
+    signature: str
+
+    def count(self, verdict: Verdict) -> int:
+        """Claims whose model verdict is `verdict`."""
+        return sum(1 for c in self.claims if c.verdict == verdict.value)
+
+    @property
+    def errors(self) -> int:
+        """Claims verified but left without a verdict (an error)."""
+        return sum(1 for c in self.claims if c.verdict is None and c.termination is not None)
+
+    @property
+    def reviewed(self) -> int:
+        """Claims with a review."""
+        return sum(1 for c in self.claims if c.review is not None)
+
+    def unsupported_share(self, *, reviewed: bool = False) -> float | None:
+        """Share of the claims judged Not Fully Supported (as `--max-unsupported` counts: over
+        every claim of the run, errors included); `reviewed`: a review's verdict replaces the
+        model's. None for a run without claims."""
+        if not self.claims:
+            return None
+        nfs = Verdict.NOT_FULLY_SUPPORTED.value
+        n = 0
+        for c in self.claims:
+            verdict = c.review.latest.verdict.value if reviewed and c.review else c.verdict
+            n += verdict == nfs
+        return n / len(self.claims)
+
+
+def is_run_dir(path: str | Path) -> bool:
+    """Whether `path` holds a run.json (a run directory, or the start of one)."""
+    return os.path.isfile(os.path.join(path, RUN_FILE))
+
+
+def find_run_dirs(root: str | Path, *, max_depth: int = MAX_DEPTH) -> list[Path]:
+    """The run directories under `root` (`root` itself included), sorted, at most `max_depth`
+    levels down; a run directory's own subdirectories are not searched. Hidden directories and
+    unreadable ones are skipped. (Plain `os` calls on strings: a listing walks a thousand
+    directories, and pathlib's object per step was most of its time.)"""
+    base = os.fspath(root)
+    if is_run_dir(base):
+        return [Path(base)]
+    found: list[str] = []
+
+    def walk(d: str, depth: int) -> None:
+        try:
+            with os.scandir(d) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            return
+        for e in entries:
+            if e.name.startswith(".") or not e.is_dir(follow_symlinks=False):
+                continue
+            if is_run_dir(e.path):
+                found.append(e.path)
+            elif depth < max_depth:
+                walk(e.path, depth + 1)
+
+    walk(base, 1)
+    return [Path(p) for p in found]
+
+
+def run_signature(path: str | Path, *, now: float | None = None) -> str:
+    """What tells that a run changed: the sizes and modification times of its files
+    (`SIGNATURE_FILES`; every writer replaces a file or appends to it, both of which move
+    them). A few `stat` calls: a listing makes them for every run.
+
+    With `now` (the time of reading), a signature whose newest time is less than `RACY_SECONDS`
+    old gets a mark that no later signature has, so the next refresh reads the run again: a
+    change in the same tick of the file system's clock would not move the times."""
+    base = os.fspath(path)
+    newest = 0
+    parts = []
+    for name in SIGNATURE_FILES:
+        try:
+            st = os.stat(os.path.join(base, name))
+        except OSError:
+            parts.append(f"{name}:-")
+            continue
+        newest = max(newest, st.st_mtime_ns)
+        parts.append(f"{name}:{st.st_size}:{st.st_mtime_ns}")
+    if now is not None and now - newest / 1e9 < RACY_SECONDS:
+        parts.append("racy")
+    return "|".join(parts)
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise RunDirError(f"{path.parent} is not a run directory (no {path.name})") from None
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise RunDirError(f"{path}: cannot read it: {exc}") from None
+
+
+def load_run_json(path: str | Path) -> dict[str, Any]:
+    """run.json's document, format-checked (`RunDirError`)."""
+    p = Path(path)
+    run = _load_json(p / RUN_FILE)
+    if not isinstance(run, dict) or run.get("format") != RUN_FORMAT:
+        raise RunDirError(f'{p / RUN_FILE}: not a VeriTrail run (no "format": "{RUN_FORMAT}")')
+    return run
+
+
+def load_claims(path: str | Path) -> list[Any]:
+    """claims.json's list of claims (`RunDirError`)."""
+    p = Path(path)
+    doc = _load_json(p / CLAIMS_FILE)
+    if not isinstance(doc, list):
+        raise RunDirError(f"{p / CLAIMS_FILE}: not a list of claims")
+    return doc
+
+
+def read_results(path: str | Path) -> dict[str, dict[str, Any]]:
+    """results.jsonl's last result line per claim id; reading stops at a torn or unreadable
+    line (what the run store discards too)."""
+    out: dict[str, dict[str, Any]] = {}
+    f = Path(path) / RESULTS_FILE
+    try:
+        data = f.read_bytes()
+    except FileNotFoundError:
+        return out
+    except OSError as exc:
+        raise RunDirError(f"{f}: cannot read it: {exc}") from None
+    for line in data.split(b"\n")[:-1]:  # the part after the last newline is torn, if any
+        if not line.strip():
+            continue
+        try:
+            doc = orjson.loads(line)
+            out[str(doc["id"])] = doc
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            break
+    return out
+
+
+def dag_name(run_dir: Path, dag_path: str | None) -> str:
+    """The name a run's DAG is listed by (`RunRecord.dag`)."""
+    if dag_path:
+        p = Path(dag_path)
+        if p.name != DAG_FILE or p.parent.resolve() != run_dir.resolve():
+            return p.stem
+    # A DAG given in memory: the run directory is named `<name>-<12 hex digits>`.
+    stem, _, digits = run_dir.name.rpartition("-")
+    return stem if stem and len(digits) == 12 else run_dir.name
+
+
+def pipeline_name(dag_path: str | None) -> str | None:
+    """`meta.pipeline` of a DAG file (JSON or JSON Lines), when readable and small; else None."""
+    if not dag_path:
+        return None
+    p = Path(dag_path)
+    try:
+        if p.stat().st_size > PIPELINE_META_BYTES:
+            return None
+        data = p.read_bytes()
+        if p.suffix in (".jsonl", ".ndjson"):
+            data = data.split(b"\n", 1)[0]
+        doc = orjson.loads(data)
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    meta = doc.get("meta") if isinstance(doc, dict) else None
+    name = meta.get("pipeline") if isinstance(meta, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
+def _claim_record(
+    position: int,
+    claim: Mapping[str, Any],
+    result: Mapping[str, Any] | None,
+    review: ClaimReview | None,
+) -> ClaimRecord:
+    src = result if result is not None else claim
+    return ClaimRecord(
+        position=position,
+        claim_id=str(claim["id"]),
+        text=str(claim.get("text", "")),
+        key=claim_text_key(str(claim.get("text", ""))),
+        sources=claim_sources(src) if result is not None else (),
+        sentence_indices=tuple(int(i) for i in claim.get("sentence_indices") or ()),
+        verdict=result.get("verdict") if result is not None else None,
+        termination=result.get("termination") if result is not None else None,
+        error_stages=tuple(int(s) for s in (result or {}).get("error_stages") or ()),
+        error_stage_status=result.get("error_stage_status") if result is not None else None,
+        score=result.get("score") if result is not None else None,
+        review=review,
+    )
+
+
+def read_run_dir(path: str | Path) -> RunRecord:
+    """Read one run directory (`RunDirError` when it is not one or cannot be read)."""
+    p = Path(path)
+    # Before reading: a change meanwhile is seen next time.
+    signature = run_signature(p, now=time.time())
+    run = load_run_json(p)
+    claims_doc = load_claims(p)
+    results = read_results(p)
+    reviews = effective_reviews(read_reviews(p))
+    claims: list[ClaimRecord] = []
+    dollars = 0.0
+    lm_calls = 0
+    try:
+        for i, c in enumerate(claims_doc):
+            r = results.get(str(c["id"]))
+            claims.append(_claim_record(i, c, r, reviews.get(str(c["id"]))))
+            if r is not None:
+                cost = r.get("cost") or {}
+                dollars += float(cost.get("dollars", 0.0))
+                lm_calls += int(cost.get("lm_calls", 0))
+        inputs = run.get("inputs") or {}
+        extra = run.get("extra") or {}
+        extraction = extra.get("extraction_cost") or {}
+        dollars += float(extraction.get("dollars", 0.0))
+        lm_calls += int(extraction.get("lm_calls", 0))
+        dag_path = (inputs.get("dag") or {}).get("path")
+        return RunRecord(
+            path=p,
+            fingerprint=str(run.get("fingerprint", "")),
+            dag=dag_name(p, dag_path),
+            pipeline=pipeline_name(dag_path),
+            dag_path=dag_path,
+            model=str(run.get("model", "")),
+            status=str(run.get("status", "running")),
+            created=float(run.get("created", 0.0)),
+            updated=float(run.get("updated", 0.0)),
+            claims=tuple(claims),
+            dollars=round(dollars, 6),
+            lm_calls=lm_calls,
+            has_report=(p / REPORT_FILE).is_file(),
+            signature=signature,
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise RunDirError(f"{p}: unexpected content in the run files: {exc!r}") from None
+
+
+def iter_run_records(paths: Sequence[Path]) -> Iterator[RunRecord | RunDirError]:
+    """`read_run_dir` of each path, a `RunDirError` in place of a run that cannot be read."""
+    for path in paths:
+        try:
+            yield read_run_dir(path)
+        except RunDirError as exc:
+            yield exc
+
+
+__all__ = [
+    "RACY_SECONDS",
+    "SIGNATURE_FILES",
+    "ClaimRecord",
+    "RunDirError",
+    "RunRecord",
+    "dag_name",
+    "find_run_dirs",
+    "is_run_dir",
+    "iter_run_records",
+    "load_claims",
+    "load_run_json",
+    "pipeline_name",
+    "read_results",
+    "read_run_dir",
+    "run_signature",
+]

@@ -1,0 +1,238 @@
+"""Reviews: a person's verdict on a claim, with a reason, kept beside the model's (docs/runs.md).
+
+A run directory's ``reviews.jsonl`` holds one review a line, appended and never rewritten::
+
+    {"format": "veritrail-review", "version": 1, "claim_id": "c3",
+     "verdict": "Not Fully Supported", "reason": "the date is wrong", "author": "ana",
+     "time": "2025-05-01T09:30:00Z", "model_verdict": "Fully Supported"}
+
+Verdicts are spelled as reports spell them (`records.Verdict`); `model_verdict` is what the
+model had said when the review was made. The whole history is kept; the *effective* review of a
+claim is its latest line (`effective_reviews`). A torn last line (a writer killed mid-append) is
+ignored on reading, and the next append starts on a fresh line, so nothing else is lost.
+
+This module is the file format and what a report shows of it (`apply_reviews`: each reviewed
+claim of a report gets a ``review`` object, report version 2); `runs.reviewing` adds a review to
+a run directory and re-renders its reports.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ..errors import InputProblem
+from ..records import Verdict
+from ..report import REPORT_VERSION
+from .layout import REVIEWS_FILE
+
+REVIEW_FORMAT = "veritrail-review"
+REVIEW_VERSION = 1
+
+MAX_REASON_CHARS = 10_000
+"""A reason longer than this is refused: a review explains a verdict, it does not paste a book."""
+
+VERDICT_WORDS: dict[str, Verdict] = {
+    "supported": Verdict.FULLY_SUPPORTED,
+    "not-supported": Verdict.NOT_FULLY_SUPPORTED,
+    "unsupported": Verdict.NOT_FULLY_SUPPORTED,
+    "inconclusive": Verdict.INCONCLUSIVE,
+}
+"""Short names accepted for the verdicts, besides the report spellings (any case, `-` or `_`
+or spaces: `fully-supported`, `Not Fully Supported`)."""
+
+
+class ReviewError(InputProblem, ValueError):
+    """A review cannot be made: unknown run or claim, bad verdict, empty reason (exit 2)."""
+
+
+def parse_verdict(text: str) -> Verdict:
+    """A verdict from its report spelling or a short name (`VERDICT_WORDS`); `ReviewError`."""
+    word = "-".join(text.replace("_", " ").replace("-", " ").split()).lower()
+    if word in VERDICT_WORDS:
+        return VERDICT_WORDS[word]
+    try:
+        return Verdict.parse(text)
+    except ValueError:
+        names = ", ".join([*VERDICT_WORDS, *(v.value for v in Verdict)])
+        raise ReviewError(f"unknown verdict {text!r}; use one of: {names}") from None
+
+
+class _ReviewLine(BaseModel):
+    """One line of reviews.jsonl, as read (unknown keys are kept out, not refused)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    format: str
+    version: int
+    claim_id: str
+    verdict: str
+    reason: str
+    author: str
+    time: str
+    model_verdict: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Review:
+    """One review of one claim."""
+
+    claim_id: str
+    verdict: Verdict
+    reason: str
+    author: str
+    time: str
+    """When it was made: ISO 8601, UTC (`2025-05-01T09:30:00Z`)."""
+    model_verdict: str | None = None
+    """The model's verdict at that time (None: the claim had none)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The line of reviews.jsonl."""
+        return {
+            "format": REVIEW_FORMAT,
+            "version": REVIEW_VERSION,
+            "claim_id": self.claim_id,
+            "verdict": self.verdict.value,
+            "reason": self.reason,
+            "author": self.author,
+            "time": self.time,
+            "model_verdict": self.model_verdict,
+        }
+
+    @classmethod
+    def from_json(cls, doc: Any) -> Review:
+        """Read one line's document (`ValueError` when it is not a review)."""
+        try:
+            line = _ReviewLine.model_validate(doc)
+        except ValidationError as exc:
+            raise ValueError(str(exc)) from None
+        if line.format != REVIEW_FORMAT or line.version != REVIEW_VERSION:
+            raise ValueError(f"not a {REVIEW_FORMAT} line of version {REVIEW_VERSION}")
+        return cls(
+            claim_id=line.claim_id,
+            verdict=Verdict(line.verdict),
+            reason=line.reason,
+            author=line.author,
+            time=line.time,
+            model_verdict=line.model_verdict,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimReview:
+    """The effective review of a claim: its latest, and how many it has had."""
+
+    latest: Review
+    count: int
+
+    def to_report(self) -> dict[str, Any]:
+        """The claim's ``review`` object in a report (version 2)."""
+        r = self.latest
+        return {
+            "verdict": r.verdict.value,
+            "reason": r.reason,
+            "author": r.author,
+            "time": r.time,
+            "count": self.count,
+        }
+
+
+def read_reviews(run_dir: str | Path) -> list[Review]:
+    """Every review of a run directory, oldest first (none without a reviews.jsonl). A line
+    that is not a review (the torn remains of a killed append) is skipped."""
+    try:
+        data = (Path(run_dir) / REVIEWS_FILE).read_bytes()
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise ReviewError(f"{Path(run_dir) / REVIEWS_FILE}: cannot read it: {exc}") from None
+    out: list[Review] = []
+    for line in data.split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            out.append(Review.from_json(orjson.loads(line)))
+        except (orjson.JSONDecodeError, ValueError):
+            continue
+    return out
+
+
+def effective_reviews(reviews: Iterable[Review]) -> dict[str, ClaimReview]:
+    """Claim id -> its latest review and review count (file order decides "latest": appends are
+    in time order, and a clock set back must not reorder them)."""
+    out: dict[str, ClaimReview] = {}
+    for r in reviews:
+        prev = out.get(r.claim_id)
+        out[r.claim_id] = ClaimReview(r, (prev.count if prev else 0) + 1)
+    return out
+
+
+def append_review(run_dir: str | Path, review: Review) -> None:
+    """Append one review to the run directory's reviews.jsonl and make it durable (write, flush,
+    fsync; the directory too when the file is new). When the file's last line is torn, the new
+    line starts on a fresh line so that it is read back whole."""
+    path = Path(run_dir) / REVIEWS_FILE
+    line = orjson.dumps(review.to_json()) + b"\n"
+    created = not path.exists()
+    with path.open("a+b") as fh:
+        fh.seek(0, os.SEEK_END)
+        if fh.tell() > 0:
+            fh.seek(-1, os.SEEK_END)
+            if fh.read(1) != b"\n":
+                line = b"\n" + line
+        # One write: with O_APPEND, two reviewers' lines never interleave.
+        fh.write(line)
+        fh.flush()
+        os.fsync(fh.fileno())
+    if created:
+        try:
+            fd = os.open(path.parent, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
+def apply_reviews(report: Mapping[str, Any], reviews: Mapping[str, ClaimReview]) -> dict[str, Any]:
+    """A copy of `report` (any readable version) as version 2, each reviewed claim with its
+    ``review`` object (`ClaimReview.to_report`); a claim without a review has none (a stale one
+    is dropped). The model's ``verdict`` is never changed. Claims are copied one level deep."""
+    out = dict(report)
+    claims = []
+    for c in report.get("claims", []):
+        claim = dict(c)
+        claim.pop("review", None)
+        got = reviews.get(str(claim.get("id")))
+        if got is not None:
+            claim["review"] = got.to_report()
+        claims.append(claim)
+    out["claims"] = claims
+    out["version"] = REPORT_VERSION
+    return out
+
+
+__all__ = [
+    "MAX_REASON_CHARS",
+    "REVIEWS_FILE",
+    "REVIEW_FORMAT",
+    "REVIEW_VERSION",
+    "VERDICT_WORDS",
+    "ClaimReview",
+    "Review",
+    "ReviewError",
+    "append_review",
+    "apply_reviews",
+    "effective_reviews",
+    "parse_verdict",
+    "read_reviews",
+]

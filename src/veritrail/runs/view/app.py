@@ -1,0 +1,265 @@
+"""The routes of `veritrail view` (a Starlette application over one `RunIndex`).
+
+    GET  /                   the runs: filters (DAG, model, dates), the trend chart, the table
+    GET  /run?id=RUN         a run: its claims, reviews, stage chart, the trail viewer below
+    GET  /run/trail?id=RUN   the trail viewer: the run's report through `html.render_html`
+    GET  /compare?a=A&b=B    two runs compared (`veritrail diff`'s sections)
+    POST /review             a review (run, claim, verdict, reason, author, csrf)
+    GET  /static/NAME        the stylesheets
+
+Runs are named by query parameters, not path segments: a run's id is its path under the runs
+directory and may hold any character. Endpoints are plain functions (Starlette runs them in its
+thread pool), as the index's calls block.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from importlib import resources
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from ...records import Verdict
+from ..diff import DiffInputError, compare, diff_document, load_side
+from ..diffhtml import diff_sections
+from ..index import RunFilter, RunIndex, RunRow
+from .pages import render, reviews_by_claim, run_stage_chart, trend_chart
+from .safety import Guard, GuardMiddleware
+
+PAGE_SIZE = 100
+"""Runs per page of the list (the trend chart draws every run that matches the filters)."""
+
+MAX_FORM_BYTES = 64 * 1024
+
+REFRESH_EVERY = 2.0
+"""Seconds between two refreshes of the index by the list page: a refresh `stat`s every run's
+files (150 ms for 1,000 runs), the larger part of the page's time; a run that finished since
+shows at the next reload after this, and a run asked for by id is looked for at once."""
+
+_STATIC = {
+    "report.css": ("veritrail.html", "report.css"),
+    "diff.css": ("veritrail.runs", "web/diff.css"),
+    "view.css": ("veritrail.runs", "web/view.css"),
+}
+
+
+def _date(value: str | None) -> datetime | None:
+    """A `YYYY-MM-DD` filter value as midnight UTC (None when empty or not a date)."""
+    if not value:
+        return None
+    try:
+        return datetime.strptime(value, "%Y-%m-%d").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def create_app(index: RunIndex, guard: Guard) -> Starlette:
+    """The view's application over `index`, every request through `guard`."""
+    common = {"root": str(index.root), "db": index.display_url}
+    last_refresh = [-REFRESH_EVERY]
+
+    def refresh() -> int:
+        """Refresh the index unless that was done less than `REFRESH_EVERY` ago; returns how
+        many run directories could not be read (0 when not refreshed)."""
+        now = time.monotonic()
+        if now - last_refresh[0] < REFRESH_EVERY:
+            return 0
+        last_refresh[0] = now
+        return len(index.refresh().failed)
+
+    def page(name: str, status: int = 200, **context: Any) -> HTMLResponse:
+        return HTMLResponse(render(name, **common, **context), status_code=status)
+
+    def message(heading: str, text: str, status: int) -> HTMLResponse:
+        return page("message.html", status, title=heading, heading=heading, message=text)
+
+    def runs_page(request: Request) -> Response:
+        q = request.query_params
+        since_s, until_s = q.get("since", ""), q.get("until", "")
+        until = _date(until_s)
+        flt = RunFilter(
+            dag=q.get("dag") or None,
+            model=q.get("model") or None,
+            since=_date(since_s),
+            until=until + timedelta(days=1) if until else None,  # the "to" day included
+        )
+        failed = refresh()
+        try:
+            offset = max(0, int(q.get("offset", "0")))
+        except ValueError:
+            offset = 0
+        matching = index.list_runs(flt)
+        shown = matching[offset : offset + PAGE_SIZE]
+        keep = {k: v for k, v in q.items() if k != "offset" and v}
+
+        def at(off: int) -> str:
+            return "/?" + urlencode({**keep, "offset": str(off)})
+
+        return page(
+            "runs.html",
+            title="Runs",
+            runs=shown,
+            total=len(matching),
+            total_all=len(matching) or index.count_runs(),
+            offset=offset,
+            refresh_failed=failed,
+            dags=index.dags(),
+            models=index.models(),
+            flt={
+                "dag": flt.dag or "",
+                "model": flt.model or "",
+                "since": since_s if flt.since else "",
+                "until": until_s if until else "",
+            },
+            trend=trend_chart(matching),
+            prev_url=at(max(0, offset - PAGE_SIZE)) if offset else None,
+            next_url=at(offset + PAGE_SIZE) if offset + PAGE_SIZE < len(matching) else None,
+        )
+
+    def find(run_id: str | None) -> RunRow | None:
+        if not run_id:
+            return None
+        row = index.get_run(run_id)
+        if row is None:  # a run that finished since the last listing
+            last_refresh[0] = time.monotonic()
+            index.refresh()
+            row = index.get_run(run_id)
+        return row
+
+    def run_page(request: Request) -> Response:
+        run = find(request.query_params.get("id"))
+        if run is None:
+            return message("No such run", "The index has no run with this id.", 404)
+        from ..reviewing import default_author
+        from ..reviews import read_reviews
+
+        claims = index.run_claims(run.id)
+        others = [r for r in index.list_runs(RunFilter(dag=run.dag)) if r.id != run.id]
+        counts = {v.value: 0 for v in Verdict} | {"Error": 0}
+        for c in claims:
+            counts[c.effective_verdict or "Error"] += 1
+        tiles = [
+            (label, cls, counts[label])
+            for label, cls in (
+                ("Fully Supported", "fs"),
+                ("Not Fully Supported", "nfs"),
+                ("Inconclusive", "inc"),
+                ("Error", "err"),
+            )
+        ]
+        return page(
+            "run.html",
+            title=run.id,
+            run=run,
+            claims=claims,
+            tiles=tiles,
+            others=others,
+            stage_chart=run_stage_chart(claims),
+            histories=reviews_by_claim(read_reviews(run.path)),
+            csrf=guard.csrf_token(request.state.vt_session),
+            writable=run.path.is_dir(),
+            verdicts=[v.value for v in Verdict],
+            default_author=default_author(),
+        )
+
+    def trail_page(request: Request) -> Response:
+        run = find(request.query_params.get("id"))
+        if run is None:
+            return message("No such run", "The index has no run with this id.", 404)
+        from ...html import render_html
+        from ..diff import read_report
+        from ..reviewing import report_with_reviews
+
+        path = next(
+            (
+                p
+                for p in (run.path / "report.json", run.path / "partial-report.json")
+                if p.is_file()
+            ),
+            None,
+        )
+        if path is None:
+            return message("No report", "This run has no report yet.", 404)
+        try:
+            report = report_with_reviews(read_report(path), run.path)
+        except DiffInputError as exc:
+            return message("Unreadable report", str(exc), 500)
+        return HTMLResponse(render_html(report))
+
+    def compare_page(request: Request) -> Response:
+        q = request.query_params
+        a, b = find(q.get("a")), find(q.get("b"))
+        if a is None or b is None:
+            return message("Compare", "Choose two runs of the index (A and B) to compare.", 400)
+        try:
+            side_a = load_side(a.path, label="A")
+            side_b = load_side(b.path, label="B")
+        except DiffInputError as exc:
+            return message("Cannot compare", str(exc), 409)
+        doc = diff_document(compare(side_a, side_b))
+        from markupsafe import Markup
+
+        return page("compare.html", title="Compare", a=a, b=b, sections=Markup(diff_sections(doc)))
+
+    async def review(request: Request) -> Response:
+        body = await request.body()
+        if len(body) > MAX_FORM_BYTES:
+            return message("Review refused", "The form is too large.", 413)
+        form = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+        if not guard.csrf_ok(request.cookies.get("vt_session"), form.get("csrf")):
+            return message(
+                "Review refused",
+                "The form's security field does not match this browser's session; reload the "
+                "run's page and submit again.",
+                403,
+            )
+        from starlette.concurrency import run_in_threadpool
+
+        from ..reviews import ReviewError
+
+        run_id, claim_id = form.get("run", ""), form.get("claim", "")
+        try:
+            await run_in_threadpool(
+                index.review,
+                run_id,
+                claim_id,
+                form.get("verdict", ""),
+                form.get("reason", ""),
+                author=form.get("author") or None,
+            )
+        except ReviewError as exc:
+            return message("Review refused", str(exc), 400)
+        claims = await run_in_threadpool(index.run_claims, run_id)
+        pos = next((c.position for c in claims if c.claim_id == claim_id), None)
+        anchor = f"#claim-{pos}" if pos is not None else ""
+        return RedirectResponse(f"/run?id={quote(run_id, safe='')}{anchor}", status_code=303)
+
+    def static(request: Request) -> Response:
+        found = _STATIC.get(request.path_params["name"])
+        if found is None:
+            return Response("not found", status_code=404, media_type="text/plain")
+        package, rel = found
+        data = (resources.files(package) / rel).read_bytes()
+        return Response(data, media_type="text/css; charset=utf-8")
+
+    routes = [
+        Route("/", runs_page),
+        Route("/run", run_page),
+        Route("/run/trail", trail_page),
+        Route("/compare", compare_page),
+        Route("/review", review, methods=["POST"]),
+        Route("/static/{name}", static),
+        # Browsers ask for it on their own; an empty answer keeps their consoles clean.
+        Route("/favicon.ico", lambda request: Response(status_code=204)),
+    ]
+    return Starlette(routes=routes, middleware=[Middleware(GuardMiddleware, guard=guard)])
+
+
+__all__ = ["MAX_FORM_BYTES", "PAGE_SIZE", "REFRESH_EVERY", "create_app"]
