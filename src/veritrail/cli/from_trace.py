@@ -1,4 +1,5 @@
-"""`veritrail from-trace FILE --out dag.json`: an OpenInference / Langfuse trace → DAG."""
+"""`veritrail from-trace FILE --out dag.json`: an OpenInference / Langfuse trace → DAG; with
+`--phoenix URL --project P` the trace is read from a Phoenix server instead of a file."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..redaction import redact
+from ..redaction import redact, redact_url
 from .common import fail as _fail
 
 if TYPE_CHECKING:
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 
 
 @click.command("from-trace")
-@click.argument("trace_file", type=click.Path(dir_okay=False))
+@click.argument("trace_file", type=click.Path(dir_okay=False), required=False)
 @click.option(
     "--out", "out_path", required=True, type=click.Path(dir_okay=False), help="DAG file to write."
 )
@@ -27,6 +28,21 @@ if TYPE_CHECKING:
     help="Force the input format (default: detected).",
 )
 @click.option("--trace-id", default=None, help="Which trace, when the file holds several.")
+@click.option(
+    "--phoenix",
+    "phoenix_url",
+    default=None,
+    metavar="URL",
+    help="Read the trace from this Phoenix server instead of a file (API key: PHOENIX_API_KEY).",
+)
+@click.option("--project", default=None, help="The Phoenix project (with --phoenix).")
+@click.option(
+    "--since",
+    default=None,
+    metavar="TIME",
+    help="With --phoenix and no --trace-id: the traces started since TIME (ISO 8601) "
+    "[default: all].",
+)
 @click.option(
     "--threshold",
     type=click.FloatRange(1, 100),
@@ -45,10 +61,13 @@ if TYPE_CHECKING:
     "--explain", is_flag=True, help="Also list unmatched spans, fuzzy and ambiguous links."
 )
 def from_trace(
-    trace_file: str,
+    trace_file: str | None,
     out_path: str,
     fmt: str | None,
     trace_id: str | None,
+    phoenix_url: str | None,
+    project: str | None,
+    since: str | None,
     threshold: float | None,
     no_fuzzy: bool,
     no_prefilter: bool,
@@ -62,24 +81,54 @@ def from_trace(
     the texts that entered the trace (inputs, retrieved documents, tool outputs), nodes are LLM
     generations, and an edge u -> v means u's text is part of the input of the generation that
     wrote v. A trace that gives no valid DAG is rejected with the reason (exit status 2).
+
+    With --phoenix URL --project P (and --trace-id ID, or --since TIME) the spans are read
+    through Phoenix's REST API and built into a DAG by the same rules; the DAG keeps the trace id
+    and every node's span ids, so `veritrail export` can write the verdicts back onto them.
+    Phoenix unreachable: exit 3; unknown project or refused API key: exit 2.
     """
     from ..adapters.trace import DEFAULT_THRESHOLD, MatchSettings, TraceError, dag_from_trace
     from ..dag import save_dag
 
-    try:
-        if Path(out_path).resolve() == Path(trace_file).resolve():
-            _fail("--out must not be the trace file (an input file is never overwritten)")
-    except OSError as exc:
-        _fail(redact(str(exc)))
+    if phoenix_url is None:
+        if trace_file is None:
+            _fail("give a TRACE_FILE, or --phoenix URL --project P")
+        if project is not None or since is not None:
+            _fail("--project and --since go with --phoenix")
+    else:
+        if trace_file is not None:
+            _fail("give either a TRACE_FILE or --phoenix, not both")
+        if not project:
+            _fail("--phoenix needs --project (the Phoenix project to read the trace from)")
+        if fmt is not None:
+            _fail("--format is for trace files (Phoenix's spans are read as they come)")
+        if trace_id is not None and since is not None:
+            _fail("give --trace-id or --since, not both")
+    source = trace_file if trace_file is not None else redact_url(str(phoenix_url))
+    if trace_file is not None:
+        try:
+            if Path(out_path).resolve() == Path(trace_file).resolve():
+                _fail("--out must not be the trace file (an input file is never overwritten)")
+        except OSError as exc:
+            _fail(redact(str(exc)))
     settings = MatchSettings(
         threshold=threshold if threshold is not None else DEFAULT_THRESHOLD,
         fuzzy=not no_fuzzy,
         prefilter=not no_prefilter,
     )
     try:
-        result = dag_from_trace(trace_file, fmt=fmt, trace_id=trace_id, settings=settings)
+        if trace_file is not None:
+            result = dag_from_trace(trace_file, fmt=fmt, trace_id=trace_id, settings=settings)
+        else:
+            from ..adapters.phoenix import PhoenixClient, dag_from_phoenix
+
+            assert phoenix_url is not None and project is not None
+            with PhoenixClient(phoenix_url) as client:
+                result = dag_from_phoenix(
+                    client, project, trace_id=trace_id, since=since, settings=settings
+                )
     except TraceError as exc:
-        _fail(redact(f"{trace_file}: {exc}"))
+        _fail(redact(f"{source}: {exc}"))
     if explain:
         click.echo(explain_text(result))
     try:

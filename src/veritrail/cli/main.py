@@ -23,12 +23,18 @@ COMMANDS: dict[str, str] = {
     "from-graphrag": "from_graphrag:from_graphrag",
     "from-booookscore": "from_booookscore:from_booookscore",
     "from-trace": "from_trace:from_trace",
+    "export": "export:export",
+    "watch": "watch:watch",
     "pipeline": "pipeline:pipeline",
     "report": "report:report",
     "resume": "resume:resume",
     "cache": "cache:cache",
     "prompts": "prompts:prompts",
     "sirg": "sirg:sirg",
+    "diff": "diff:diff",
+    "view": "view:view",
+    "runs": "runs:runs",
+    "review": "review:review",
 }
 
 

@@ -1,0 +1,281 @@
+"""A finished run's verdicts as marks on the spans of the trace it verified: what the Phoenix
+annotations and the Langfuse scores both write (docs/adapters.md, "Verdicts back onto the trace").
+
+Two kinds of mark, each naming its claim by a stable identifier so a second export replaces the
+first instead of adding to it:
+
+* **verdict** (`VERDICT_NAME`), on the span of the final output (the terminal node's span): one
+  per claim, label = the verdict, score = the claim's score (soft prediction) or 1 / 0.5 / 0 for
+  Fully Supported / Inconclusive / Not Fully Supported, explanation = the model's reasoning;
+* **unsupported content** (`ORIGIN_NAME`), for a claim judged Not Fully Supported whose error
+  stage could be named: on each span of the nodes blamed for it (docs/report.md: the non-root
+  nodes that gave evidence in the last Fully Supported round, or the final output when no round
+  was), naming the claim and the evidence trail.
+
+Span ids and the trace id come from the DAG's ``meta`` (``original_spans``, ``trace_id``), as
+`veritrail from-trace` (file or Phoenix) writes them. Every text is redacted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...dag import Dag, DagValidationError, load_dag
+from ...errors import InputProblem
+from ...redaction import redact, redact_obj
+from ...textio import InputError, read_input_text
+
+VERDICT_NAME = "veritrail"
+"""Name of the per-claim verdict marks (Phoenix annotation name, Langfuse score name)."""
+ORIGIN_NAME = "veritrail unsupported content"
+"""Name of the marks on the spans where unsupported content most likely entered."""
+ORIGIN_LABEL = "unsupported content entered here"
+ERROR_LABEL = "Could not verify"
+"""Label of a claim that ended in error (no verdict)."""
+
+VERDICT_SCORES: Mapping[str, float] = {
+    "Fully Supported": 1.0,
+    "Inconclusive": 0.5,
+    "Not Fully Supported": 0.0,
+}
+"""The score of a verdict when the claim has no soft-prediction score."""
+
+
+class ExportInputError(InputProblem):
+    """The run cannot be exported (no report, or its DAG holds no span ids)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """One annotation / score to write on one span of one trace."""
+
+    name: str
+    trace_id: str
+    span_id: str
+    identifier: str
+    """Stable per claim (and span): the key that makes a second export an update."""
+    label: str
+    score: float | None
+    explanation: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RunForExport:
+    """What an export reads from a run: its report and the DAG it verified."""
+
+    report: Mapping[str, Any]
+    dag: Dag
+    where: str
+
+
+def load_run(run: str | Path, dag_path: str | Path | None = None) -> RunForExport:
+    """A run directory (or a report file) and its DAG: the run's own copy (`dag.json` in the run
+    directory, for a DAG read from Phoenix) or the file the report names, unless `dag_path`
+    is given. `ExportInputError` when one cannot be read."""
+    p = Path(run)
+    report_path = p / "report.json" if p.is_dir() else p
+    if p.is_dir() and not report_path.is_file():
+        raise ExportInputError(
+            f"{p}: no report.json: the run has not finished (run `veritrail resume {p}` first)"
+        )
+    try:
+        report = json.loads(read_input_text(report_path, "report file"))
+    except InputError as exc:
+        raise ExportInputError(str(exc)) from None
+    except ValueError as exc:
+        raise ExportInputError(f"{report_path}: not a JSON report ({exc})") from None
+    if not isinstance(report, dict) or not isinstance(report.get("claims"), list):
+        raise ExportInputError(f"{report_path}: not a veritrail report")
+    candidates: list[Path] = []
+    if dag_path is not None:
+        candidates = [Path(dag_path)]
+    else:
+        if p.is_dir():
+            candidates.append(p / "dag.json")
+        named = (report.get("dag") or {}).get("path")
+        if named:
+            candidates += [Path(named), report_path.parent / Path(named).name]
+    found = next((c for c in candidates if c.is_file()), None)
+    if found is None:
+        raise ExportInputError(
+            f"{report_path}: cannot find the DAG the run verified "
+            f"(tried {', '.join(str(c) for c in candidates) or 'nothing'}); give it with --dag"
+        )
+    try:
+        dag = load_dag(found)
+    except DagValidationError as exc:
+        raise ExportInputError(f"{found}: {exc}") from None
+    except InputError as exc:
+        raise ExportInputError(str(exc)) from None
+    return RunForExport(report, dag, str(p))
+
+
+def node_spans(dag: Dag) -> dict[str, list[str]]:
+    """Node id → its span ids (``meta.original_spans``); `ExportInputError` when the DAG holds
+    none (it was not built from a trace)."""
+    spans = dag.meta.get("original_spans")
+    if not isinstance(spans, dict) or not spans or not dag.meta.get("trace_id"):
+        raise ExportInputError(
+            "the run's DAG holds no span ids (meta.original_spans and meta.trace_id): only a "
+            "DAG built by `veritrail from-trace` (a trace file or --phoenix) can be written back "
+            "onto its trace"
+        )
+    return {str(k): [str(s) for s in v] for k, v in spans.items() if isinstance(v, list)}
+
+
+def blamed_nodes(claim: Mapping[str, Any], dag: Dag) -> list[str]:
+    """The nodes where a Not Fully Supported claim's unsupported content most likely entered:
+    the non-root nodes with evidence in the last Fully Supported round, or the final output when
+    every round was Not Fully Supported (docs/method.md, "Provenance and error stages")."""
+    if claim.get("verdict") != "Not Fully Supported":
+        return []
+    if claim.get("error_stage_status") != "identified":
+        return []
+    rounds = claim.get("iterations") or []
+    for it in reversed(rounds):
+        if it.get("verdict") == "Fully Supported":
+            ids = [
+                n for n in it.get("nodes_with_evidence") or [] if n in dag and not dag.is_root(n)
+            ]
+            return sorted(set(ids), key=lambda n: (dag.stage(n), n))
+    return [dag.terminal]
+
+
+def _quote(text: str, n: int = 160) -> str:
+    t = " ".join(str(text).split())
+    return t if len(t) <= n else t[: n - 1] + "…"
+
+
+def evidence_trail(claim: Mapping[str, Any]) -> list[str]:
+    """One line per round: the verdict and the evidence it rested on."""
+    lines = []
+    for it in claim.get("iterations") or []:
+        ev = it.get("evidence") or []
+        shown = "; ".join(
+            f'{e.get("node_id")} #{e.get("sentence_index")}: "{_quote(e.get("text", ""), 100)}"'
+            for e in ev[:5]
+        )
+        more = f" (+{len(ev) - 5} more)" if len(ev) > 5 else ""
+        checked = ", ".join(it.get("nodes_checked") or [])
+        lines.append(
+            f"round {it.get('index')}: {it.get('verdict')} over {checked or 'no node'}"
+            + (f"; evidence {shown}{more}" if ev else "; no evidence found")
+        )
+    return lines
+
+
+def _claim_score(claim: Mapping[str, Any]) -> float | None:
+    score = claim.get("score")
+    if isinstance(score, int | float) and not isinstance(score, bool):
+        return float(score)
+    return VERDICT_SCORES.get(str(claim.get("verdict")))
+
+
+def marks_for_run(report: Mapping[str, Any], dag: Dag) -> list[Mark]:
+    """Every mark of a run, claims in report order (verdicts first, then origins)."""
+    spans = node_spans(dag)
+    trace_id = str(dag.meta["trace_id"])
+    final_spans = spans.get(dag.terminal) or []
+    if not final_spans:
+        raise ExportInputError(f"the DAG names no span for its final output {dag.terminal!r}")
+    final_span = final_spans[0]
+    run_info = report.get("run") or {}
+    common = {"veritrail_run": run_info.get("fingerprint") or run_info.get("run_dir")}
+    verdicts: list[Mark] = []
+    origins: list[Mark] = []
+    for claim in report.get("claims") or []:
+        cid = str(claim.get("id"))
+        text = str(claim.get("text") or "")
+        verdict = claim.get("verdict")
+        label = str(verdict) if verdict else ERROR_LABEL
+        why = claim.get("reasoning") or claim.get("error") or ""
+        verdicts.append(
+            Mark(
+                name=VERDICT_NAME,
+                trace_id=trace_id,
+                span_id=final_span,
+                identifier=f"veritrail:{cid}",
+                label=label,
+                score=_claim_score(claim) if verdict else None,
+                explanation=redact(str(why)),
+                metadata=redact_obj(
+                    {
+                        **common,
+                        "claim_id": cid,
+                        "claim": text,
+                        "termination": claim.get("termination"),
+                        "error_stages": claim.get("error_stages") or [],
+                    }
+                ),
+            )
+        )
+        trail = evidence_trail(claim)
+        for node in blamed_nodes(claim, dag):
+            for span in dict.fromkeys(spans.get(node) or []):
+                explanation = (
+                    f'Claim {cid} ("{_quote(text)}") is Not Fully Supported: its unsupported '
+                    f"content most likely entered at node {node} (stage {dag.stage(node)}), "
+                    "written by this span.\nEvidence trail:\n"
+                    + "\n".join(f"- {t}" for t in trail)
+                    + (f"\nVerdict reasoning: {why}" if why else "")
+                )
+                origins.append(
+                    Mark(
+                        name=ORIGIN_NAME,
+                        trace_id=trace_id,
+                        span_id=span,
+                        identifier=f"veritrail:{cid}",
+                        label=ORIGIN_LABEL,
+                        score=0.0,
+                        explanation=redact(explanation),
+                        metadata=redact_obj(
+                            {
+                                **common,
+                                "claim_id": cid,
+                                "claim": text,
+                                "node_id": node,
+                                "stage": dag.stage(node),
+                                "evidence": [
+                                    {
+                                        "round": it.get("index"),
+                                        "node_id": e.get("node_id"),
+                                        "sentence_index": e.get("sentence_index"),
+                                        "text": e.get("text"),
+                                    }
+                                    for it in claim.get("iterations") or []
+                                    for e in it.get("evidence") or []
+                                ],
+                            }
+                        ),
+                    )
+                )
+    return verdicts + origins
+
+
+def summary_line(marks: Sequence[Mark]) -> str:
+    """``N verdicts, M unsupported-content marks``."""
+    v = sum(1 for m in marks if m.name == VERDICT_NAME)
+    return f"{v} verdict(s), {len(marks) - v} unsupported-content mark(s)"
+
+
+__all__ = [
+    "ERROR_LABEL",
+    "ORIGIN_LABEL",
+    "ORIGIN_NAME",
+    "VERDICT_NAME",
+    "VERDICT_SCORES",
+    "ExportInputError",
+    "Mark",
+    "RunForExport",
+    "blamed_nodes",
+    "evidence_trail",
+    "load_run",
+    "marks_for_run",
+    "node_spans",
+    "summary_line",
+]
