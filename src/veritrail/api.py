@@ -429,3 +429,51 @@ async def acheck(
 
 
 check = _blocking(acheck, "check")
+
+
+def trace_verifier(
+    settings: Settings | None = None,
+    *,
+    config: PathLike | None = None,
+    config_file: Path | None = None,
+    **given: Any,
+) -> Callable[[Dag, str], Coroutine[Any, Any, Any]]:
+    """The verifier `veritrail.adapters.phoenix.watch` hands each trace's DAG to: the trace is
+    verified as `veritrail verify` verifies a DAG (the same settings, model cache and a run
+    directory under `runs_dir`, named after the trace), its claims extracted from its final
+    output. Settings: a `Settings`, or keyword arguments as `verify` takes them (`model`,
+    `base_url`, ...) over `config` and the environment. Bad input for one trace, decided
+    before any model call, skips that trace (`TraceSkipped`). What `veritrail watch` uses::
+
+        from veritrail.adapters.phoenix import WatchOptions, watch
+        from veritrail.api import trace_verifier
+
+        watch(WatchOptions("http://127.0.0.1:6006", "my-app", sample=0.25),
+              trace_verifier(model="openai/gpt-4o-mini"))
+    """
+    from .adapters.phoenix.watch import TraceSkipped, VerifiedRun
+    from .run.job import InMemoryDag, JobError, prepare_job, run_and_write
+    from .run.progress import make_progress
+
+    chosen = settings if settings is not None else _settings(config, given)
+    cfg = config_file if config_file is not None else (Path(config) if config else None)
+
+    async def verify(dag: Dag, name: str) -> VerifiedRun:
+        try:
+            job = prepare_job(
+                dag=InMemoryDag(dag, name=name),
+                oracle_path=None,
+                settings=chosen,
+                run_dir=None,
+                out_path=None,
+                html=None,
+                config_file=cfg,
+            )
+        except JobError as exc:
+            if exc.exit_code == 2:
+                raise TraceSkipped(exc.message) from None
+            raise
+        done = await run_and_write(job, make_progress(quiet=True), handle_sigterm=False)
+        return VerifiedRun(done.report, str(done.run_dir), int(done.exit_code), done.fatal)
+
+    return verify

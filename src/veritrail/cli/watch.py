@@ -4,7 +4,6 @@ they arrive and write the verdicts back onto their spans (`veritrail.adapters.ph
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -12,39 +11,7 @@ import click
 from .common import EXIT_CODES_HELP, fail, job_errors
 
 if TYPE_CHECKING:
-    from ..adapters.phoenix.watch import TraceVerifier
-    from ..dag import Dag
-    from ..run.settings import Settings
-
-
-def job_verifier(settings: Settings, config_file: Path | None = None) -> TraceVerifier:
-    """The verifier of `veritrail watch`: each trace's DAG verified as `veritrail verify` verifies
-    a DAG file (`veritrail.run.job`: these settings, the model cache, a run directory under
-    `settings.runs_dir` named after the trace), claims extracted from its final output. Bad
-    input for one trace (decided before any model call) skips that trace."""
-    from ..adapters.phoenix.watch import TraceSkipped, VerifiedRun
-    from ..run.job import InMemoryDag, JobError, prepare_job, run_and_write
-    from ..run.progress import make_progress
-
-    async def verify(dag: Dag, name: str) -> VerifiedRun:
-        try:
-            job = prepare_job(
-                dag=InMemoryDag(dag, name=name),
-                oracle_path=None,
-                settings=settings,
-                run_dir=None,
-                out_path=None,
-                html=None,
-                config_file=config_file,
-            )
-        except JobError as exc:
-            if exc.exit_code == 2:
-                raise TraceSkipped(exc.message) from None
-            raise
-        done = await run_and_write(job, make_progress(quiet=True), handle_sigterm=False)
-        return VerifiedRun(done.report, str(done.run_dir), int(done.exit_code), done.fatal)
-
-    return verify
+    pass
 
 
 @click.command("watch", epilog=EXIT_CODES_HELP + " A failed poll (Phoenix unreachable) is 3.")
@@ -182,7 +149,9 @@ def watch(
         if not quiet or line.startswith(("error", "warning")):
             click.echo(line, err=True)
 
-    verifier = job_verifier(settings, find_config_file(config_path))
+    from ..api import trace_verifier
+
+    verifier = trace_verifier(settings, config_file=find_config_file(config_path))
     summary = run_watch(options, verifier, runs_dir=settings.runs_dir, say=say)
     if not quiet:
         click.echo(

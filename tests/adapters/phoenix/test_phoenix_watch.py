@@ -256,3 +256,32 @@ def test_unknown_project_and_unreachable_server(phoenix: PhoenixServer, tmp_path
     )
     assert code.exit_code == 3 and f"cannot reach Phoenix at {url}" in code.output
     assert time.monotonic() - start < 30
+
+
+def test_the_python_watch_with_the_api_verifier(
+    phoenix: PhoenixServer, project: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one-call Python watch (`veritrail.adapters.phoenix.watch` with
+    `veritrail.api.trace_verifier`, what `veritrail watch` runs): the trace is verified into a
+    run directory under the runs directory, annotated in Phoenix, and indexed as a run."""
+    from veritrail.adapters.phoenix import WatchOptions, watch
+    from veritrail.api import trace_verifier
+    from veritrail.runs import open_index
+
+    [t] = send_traces(phoenix.url, project, [pipeline(11)])
+    phoenix.wait_for_traces(project, 1)
+    runs = tmp_path / "runs"
+    with loopback_model() as (_srv, env):
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        verifier = trace_verifier(runs_dir=str(runs), cache="off")
+        options = WatchOptions(phoenix.url, project, settle=0.5, interval=0.2, once=True)
+        summary = watch(options, verifier, runs_dir=runs)
+    assert summary.exit_code == 0 and summary.annotated == 1, summary
+    [run_dir] = summary.run_dirs
+    assert Path(run_dir).parent == runs
+    report = json.loads((Path(run_dir) / "report.json").read_text())
+    assert any(INJECTED.split()[-1].rstrip(".") in c["text"] for c in report["claims"])
+    with open_index(runs) as index:  # indexed as the run ended (`runs.index_finished_run`)
+        assert [r.path.resolve() for r in index.list_runs()] == [Path(run_dir).resolve()]
+    assert t.trace_id in annotated(runs / f"watch-{project}.json")

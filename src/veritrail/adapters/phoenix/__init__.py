@@ -8,7 +8,7 @@
   as Langfuse scores);
 * verify production traces as they arrive (`watch`, `WatchOptions`): deterministic sampling by
   trace id, a checkpoint file, bounded concurrency; each trace's DAG goes to a `TraceVerifier`
-  (`veritrail watch` passes `veritrail.cli.watch.job_verifier(settings)`, a run as `veritrail
+  (`veritrail watch` passes `veritrail.api.trace_verifier(settings)`, a run as `veritrail
   verify` makes it).
 
     from veritrail.adapters.phoenix import PhoenixClient, dag_from_phoenix, export_to_phoenix

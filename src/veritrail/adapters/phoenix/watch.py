@@ -15,7 +15,7 @@ One event loop:
 4. **Verify**: its spans are read and built into a DAG (the trace import's rules;
    `spans.trace_import`), and the DAG is handed to the `verifier` (`TraceVerifier`), at most
    `concurrency` traces at a time. `veritrail watch` passes one that runs the job as `veritrail
-   verify` does (`veritrail.cli.watch.job_verifier`: the same settings, model cache and run
+   verify` does (`veritrail.api.trace_verifier`: the same settings, model cache and run
    directory under `runs_dir`); the verifier is a parameter because the run layer sits above the
    adapters (docs/architecture.md, "Layers"). A trace that gives no DAG (no generating span, ...)
    or that the verifier refuses (`TraceSkipped`) is skipped with the reason.
@@ -462,7 +462,7 @@ def watch(
 
     Raises `UnknownProject` / `PhoenixAuthError` (exit 2), `PhoenixUnreachable` (exit 3),
     `CheckpointError` (exit 2). `verifier` verifies one trace's DAG (`TraceVerifier`;
-    `veritrail.cli.watch.job_verifier` is the one of `veritrail watch`); the default checkpoint
+    `veritrail.api.trace_verifier` is the one of `veritrail watch`); the default checkpoint
     is in `runs_dir`.
     """
     return asyncio.run(awatch(options, verifier, runs_dir=runs_dir, say=say))
