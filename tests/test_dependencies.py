@@ -25,6 +25,7 @@ PACKAGE = ROOT / "src" / "veritrail"
 FEATURES: dict[str, tuple[str, ...]] = {
     "lm/local.py": ("local",),
     "lm/local_server.py": ("local",),
+    "lm/litellm.py": ("litellm",),
     "runs/view/": ("view",),
     "adapters/graphrag/index.py": ("graphrag",),
     "integrations/langchain.py": ("langchain",),
@@ -36,6 +37,7 @@ FEATURES: dict[str, tuple[str, ...]] = {
     "detectors/embeddings.py": ("eval", "minilm-st"),
     "detectors/nli.py": ("sirg",),
     "detectors/sirg/": ("sirg",),
+    "testing/fixtures.py": ("pytest",),
 }
 
 # Core modules that reach a feature's package lazily (inside a function), and the extras that

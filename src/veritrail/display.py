@@ -8,13 +8,21 @@ evaluation does not import the run layer to format a number (docs/architecture.m
 * `CallTotals` — calls, cache hits, failures, tokens and dollars, counted from the model's call
   events (`lm.model.Model.on_call`); `CallLike` is the part of `lm.model.CallEvent` it reads
   (structural, so this module imports nothing of the model layer);
-* `fmt_int` — 12345 as ``12.3k``; `fmt_duration` — seconds as ``1h02m``, ``3m05s`` or ``12s``.
+* `fmt_int` — 12345 as ``12.3k``; `fmt_duration` — seconds as ``1h02m``, ``3m05s`` or ``12s``;
+* `fmt_dollars` — a cost, or "cost unknown" for models with no known price (`unpriced_models`
+  reads them from a model's or a report's notes): a model without a price costs 0 in the
+  figures, and a terminal must not show that 0 as if it were a price.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
+
+NO_PRICE_NOTE = "no price known for "
+"""How `lm.model.Model` begins the note it leaves for a model with no price (its `notes`, and a
+report's `run.notes`); tests/cli/test_rough_edges_cost.py keeps the two in step."""
 
 
 class CallLike(Protocol):
@@ -49,6 +57,12 @@ class CallTotals:
     """Of `input_tokens`, those the provider served from its prompt (prefix) cache."""
     output_tokens: int = 0
     dollars: float = 0.0
+    unpriced: tuple[str, ...] = ()
+    """Models counted here that have no known price (their calls count 0 dollars)."""
+
+    def dollars_text(self) -> str:
+        """`dollars` as shown (`fmt_dollars`): "cost unknown" when a model has no price."""
+        return fmt_dollars(self.dollars, self.unpriced)
 
     def call(self, event: CallLike) -> None:
         """Count one model call: answered (cache hits included) or failed after every retry."""
@@ -72,6 +86,26 @@ def fmt_int(n: float) -> str:
     return f"{int(n)}"
 
 
+def unpriced_models(notes: Iterable[str]) -> tuple[str, ...]:
+    """The models that `notes` (a model's `notes`, a report's `run.notes`) say have no known
+    price, in order, once each."""
+    names = (
+        n[len(NO_PRICE_NOTE) :].split(";", 1)[0].strip()
+        for n in notes
+        if isinstance(n, str) and n.startswith(NO_PRICE_NOTE)
+    )
+    return tuple(dict.fromkeys(n for n in names if n))
+
+
+def fmt_dollars(dollars: float, unpriced: Sequence[str] = ()) -> str:
+    """``$0.0123``; with models of no known price, "cost unknown (no price for M)", or the
+    priced part followed by "+ unknown (...)" when other models had a price."""
+    if not unpriced:
+        return f"${dollars:.4f}"
+    why = f"no price for {', '.join(unpriced)}"
+    return f"cost unknown ({why})" if dollars <= 0 else f"${dollars:.4f} + unknown ({why})"
+
+
 def fmt_duration(s: float) -> str:
     """Seconds as 1h02m, 3m05s or 12s."""
     s = max(0, round(s))
@@ -82,4 +116,12 @@ def fmt_duration(s: float) -> str:
     return f"{s}s"
 
 
-__all__ = ["CallLike", "CallTotals", "fmt_duration", "fmt_int"]
+__all__ = [
+    "NO_PRICE_NOTE",
+    "CallLike",
+    "CallTotals",
+    "fmt_dollars",
+    "fmt_duration",
+    "fmt_int",
+    "unpriced_models",
+]

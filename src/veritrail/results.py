@@ -205,14 +205,15 @@ class Report(Mapping[str, Any]):
         return out
 
     def to_pandas(self) -> Any:
-        """A `pandas.DataFrame`, one row per claim (`TABLE_COLUMNS`). pandas is optional:
-        `pip install pandas` (or `veritrail[dev]`)."""
+        """A `pandas.DataFrame`, one row per claim (`TABLE_COLUMNS`). pandas is optional: the
+        `pandas` extra (`pip install 'veritrail[pandas]'`)."""
         try:
             pd = importlib.import_module("pandas")
         except ImportError:
             raise ImportError(
-                "Report.to_pandas() needs pandas, which is not installed: pip install pandas "
-                "(Report.rows() gives the same table as a list of dicts)"
+                "Report.to_pandas() needs pandas, which is not installed: "
+                "pip install 'veritrail[pandas]' (or pip install pandas; Report.rows() gives the "
+                "same table as a list of dicts)"
             ) from None
         return pd.DataFrame(self.rows(), columns=list(TABLE_COLUMNS))
 

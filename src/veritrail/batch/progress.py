@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
@@ -180,6 +180,9 @@ class BatchEvents:
             self.view.jobs[st.job.id] = JobFigures(
                 total=len(st.store.claims), done=len(results), finished=st.finished
             )
+        self.reporter.figures.unpriced = unpriced_specs(
+            st.job.model for st in states if st.job.oracle_path is None
+        )
         self.reporter.start(total, len(done), done, retrying=retrying)
 
     def claim_started(self, job_id: str, claim_id: str) -> None:
@@ -262,6 +265,30 @@ class BatchEvents:
         self.reporter.close()
 
 
+def unpriced_specs(specs: Iterable[ModelSpec]) -> tuple[str, ...]:
+    """The models among `specs` with no known price (the price table each would be built with:
+    its `--prices` file, else `VERITRAIL_PRICES`), once each: the progress line says their cost
+    is unknown rather than show the 0 dollars they count. The executors build the models
+    themselves (a Ray worker's are not seen here), so the spec is what the driver can read."""
+    from ..lm.pricing import PriceTable
+    from ..lm.registry import split_name
+
+    tables: dict[str | None, PriceTable] = {}
+    out: dict[str, None] = {}
+    for spec in specs:
+        try:
+            prefix, model = split_name(spec.name)
+            if spec.prices not in tables:
+                tables[spec.prices] = (
+                    PriceTable.from_file(spec.prices) if spec.prices else PriceTable.from_env()
+                )
+        except (ValueError, OSError):  # reported by the model's own build, not here
+            continue
+        if tables[spec.prices].lookup(prefix, model) is None:
+            out[spec.name] = None
+    return tuple(out)
+
+
 def make_batch_progress(
     *, quiet: bool = False, stream: TextIO | None = None, interval: float = 10.0
 ) -> BatchEvents:
@@ -281,4 +308,5 @@ __all__ = [
     "JobFigures",
     "JobsView",
     "make_batch_progress",
+    "unpriced_specs",
 ]

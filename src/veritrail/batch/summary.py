@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import json
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -13,6 +14,7 @@ from typing import Any
 
 from ..redaction import redact_obj
 from ..report import indented_json
+from ..run.store import RUN_FILE
 
 SUMMARY_FORMAT = "veritrail-batch-summary"
 SUMMARY_VERSION = 1
@@ -40,6 +42,18 @@ class JobOutcome:
     failures: tuple[str, ...] = ()
 
 
+def extraction_calls(run_dir: str | Path) -> int:
+    """The model calls a job made extracting its claims (0 when its claims were given), from
+    its run directory's `run.json` (`extra.extraction_cost`, where `veritrail verify` keeps them
+    too). They count in the job's model calls, as in `verify`'s Cost table and the runs index,
+    so the batch's progress line and its final line show one count."""
+    try:
+        doc = json.loads((Path(run_dir) / RUN_FILE).read_text(encoding="utf-8"))
+        return int(((doc.get("extra") or {}).get("extraction_cost") or {}).get("lm_calls", 0))
+    except (OSError, ValueError, TypeError, AttributeError):  # no run directory: no calls
+        return 0
+
+
 def summary_document(
     outcomes: Sequence[JobOutcome],
     *,
@@ -49,11 +63,23 @@ def summary_document(
     wall_seconds: float,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The JSON summary: one entry per job, totals, the exit status of the batch."""
+    """The JSON summary: one entry per job, totals, the exit status of the batch. A job's
+    `lm_calls` counts every model call of its run, claim extraction's included (and given
+    apart as `extraction_calls`)."""
     verdicts: dict[str, int] = {}
     for o in outcomes:
         for k, v in o.verdicts.items():
             verdicts[k] = verdicts.get(k, 0) + v
+    extraction = [extraction_calls(o.run_dir) for o in outcomes]
+    jobs = [
+        {
+            **dataclasses.asdict(o),
+            "lm_calls": o.lm_calls + ext,
+            "extraction_calls": ext,
+            "failures": list(o.failures),
+        }
+        for o, ext in zip(outcomes, extraction, strict=True)
+    ]
     doc: dict[str, Any] = {
         "format": SUMMARY_FORMAT,
         "version": SUMMARY_VERSION,
@@ -69,9 +95,10 @@ def summary_document(
             "errors": sum(o.errors for o in outcomes),
             "missing": sum(o.missing for o in outcomes),
             "gates_failed": sum(o.gate_failed for o in outcomes),
-            "lm_calls": sum(o.lm_calls for o in outcomes),
+            "lm_calls": sum(j["lm_calls"] for j in jobs),
+            "extraction_calls": sum(extraction),
         },
-        "jobs": [{**dataclasses.asdict(o), "failures": list(o.failures)} for o in outcomes],
+        "jobs": jobs,
     }
     if extra:
         doc.update(extra)
@@ -113,7 +140,7 @@ def write_index(doc: Mapping[str, Any], path: Path) -> None:
         v = j["verdicts"]
         rows.append(
             "<tr>"
-            f"<td><bdi>{e(j['id'])}</bdi></td><td>{e(j['status'])}</td>"
+            f'<td class="id"><bdi>{e(j["id"])}</bdi></td><td>{e(j["status"])}</td>'
             f"<td>{j['claims']}</td><td>{v.get('Fully Supported', 0)}</td>"
             f"<td>{v.get('Not Fully Supported', 0)}</td><td>{v.get('Inconclusive', 0)}</td>"
             f"<td>{j['errors'] + j['missing']}</td><td>{_pct(j['unsupported_rate'])}</td>"
@@ -126,7 +153,10 @@ def write_index(doc: Mapping[str, Any], path: Path) -> None:
 <style>
 body {{ font-family: system-ui, sans-serif; margin: 2em; }}
 table {{ border-collapse: collapse; }}
-td, th {{ border: 1px solid #ccc; padding: .3em .6em; overflow-wrap: anywhere; }}
+td, th {{ border: 1px solid #ccc; padding: .3em .6em; }}
+/* Only what has no break opportunity (job ids, the manifest path) may wrap anywhere; words in
+   the other cells ("incomplete", "Inconclusive") are never split. */
+td.id, code {{ overflow-wrap: anywhere; }}
 th {{ background: #f3f3f3; }}
 td:nth-child(n+3):nth-child(-n+8) {{ text-align: right; }}
 </style></head><body>
@@ -159,9 +189,10 @@ def summary_table(doc: Mapping[str, Any]) -> str:
             f"{_pct(j['unsupported_rate']):>7}  {'FAILED' if j['gate_failed'] else ''}"
         )
     t = doc["totals"]
+    ext = int(t.get("extraction_calls", 0))
+    calls = f"{t['lm_calls']} model calls" + (f" ({ext} of them claim extraction)" if ext else "")
     lines.append(
         f"{t['jobs']} jobs ({t['complete']} complete), {t['claims']} claims, "
-        f"{t['errors'] + t['missing']} not verified, {t['lm_calls']} model calls; "
-        f"exit status {doc['exit_code']}"
+        f"{t['errors'] + t['missing']} not verified, {calls}; exit status {doc['exit_code']}"
     )
     return "\n".join(lines)

@@ -18,7 +18,16 @@ from typing import Any, NoReturn
 import click
 
 from ..redaction import redact
-from .common import cache_option, fail
+from .common import (
+    cache_option,
+    check_ci_outputs,
+    ci_options,
+    dag_input,
+    emit_ci_outputs,
+    fail,
+    job_errors,
+    pop_ci_targets,
+)
 
 
 def _fail_lines(message: str) -> NoReturn:
@@ -120,6 +129,7 @@ def _interrupt(_signum: int, _frame: Any) -> NoReturn:
     help="Exit 1 when a job's share of Not Fully Supported claims exceeds RATE (0..1).",
 )
 @click.option("--quiet", is_flag=True, help="No progress and no table (errors still print).")
+@ci_options
 def batch(
     manifest: str,
     executor: str,
@@ -162,6 +172,7 @@ def batch(
     from ..batch.summary import summary_table
     from ..run.store import RunStoreError
 
+    ci = pop_ci_targets(setting_flags)  # not settings
     if max_unsupported is not None and not 0.0 <= max_unsupported <= 1.0:
         fail(f"--max-unsupported must be between 0 and 1 (got {max_unsupported})")
     if max_unsupported is not None:
@@ -186,6 +197,21 @@ def batch(
         )
     except (ManifestError, BatchInputError) as exc:
         _fail_lines(str(exc))
+    # CI outputs: one file for the whole batch (a test suite / SARIF run per job), checked
+    # like the jobs' reports before any model call.
+    with job_errors():
+        from ..batch.summary import INDEX_FILE, SUMMARY_FILE
+
+        check_ci_outputs(
+            ci,
+            inputs=[("manifest", str(manifest_path))]
+            + [i for j in jobs for i in j.inputs]
+            + ([("config file", config_path)] if config_path else []),
+            outputs=[(f"job {j.id}'s report", j.out_path) for j in jobs]
+            + [(f"job {j.id}'s HTML report", j.html_path) for j in jobs]
+            + [(name, Path(summary_dir) / name) for name in (SUMMARY_FILE, INDEX_FILE)],
+        )
+    reports: dict[str, Any] = {}
     # Batch-wide settings are the same in every job (the manifest cannot set them per job).
     s0 = jobs[0].settings
     total = s0.concurrency or 8
@@ -212,6 +238,8 @@ def batch(
 
     def done(st: Any) -> None:
         rep = st.report or {}
+        if st.report is not None:
+            reports[st.job.id] = (st.report, st.job.dag_path)
         n = rep.get("summary", {}).get("claims", 0)
         events.note(f"job {st.job.id}: {n} claims, report {st.job.out_path}")
 
@@ -255,4 +283,46 @@ def batch(
     for o in result.outcomes:
         for f in o.failures:
             click.echo(f"job {o.id}: {redact(f)}", err=True)
+    _name_unsupported(result.outcomes, quiet=quiet)
+    if ci.any:
+        from ..cigate import incomplete_input
+
+        emit_ci_outputs(
+            ci,
+            [
+                dag_input(reports[j.id][0], reports[j.id][1], name=j.id)
+                if j.id in reports
+                else incomplete_input(j.id, str(j.run_dir))
+                for j in jobs
+            ],
+            quiet=quiet,
+        )
     sys.exit(result.exit_code)
+
+
+def _name_unsupported(outcomes: Any, *, quiet: bool) -> None:
+    """Name each job's Not Fully Supported claims (id, text, error stage) on stderr, as `verify`
+    does: at every exit status; with `--quiet` only for the jobs whose gate failed."""
+    import json
+
+    from ..run.summary import claim_lines, unsupported_claims
+
+    for o in outcomes:
+        if (
+            not o.verdicts.get("Not Fully Supported")
+            or o.out is None
+            or (quiet and not o.gate_failed)
+        ):
+            continue
+        try:
+            report = json.loads(Path(o.out).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # the table and the summary file already say the job is incomplete
+        claims = unsupported_claims(report)
+        gate = " (its gate failed)" if o.gate_failed else ""
+        click.echo(
+            f"job {o.id}: {len(claims)} of {o.claims} claims are Not Fully Supported{gate}:",
+            err=True,
+        )
+        for line in claim_lines(claims):
+            click.echo(line, err=True)

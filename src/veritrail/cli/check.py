@@ -15,7 +15,7 @@ import click
 
 from ..run.job import JobInputError
 from ..run.sources import STDIN, expand_paths, read_named, single_step_dag
-from .common import EXIT_CODES_HELP, claims_options, run_options
+from .common import EXIT_CODES_HELP, ci_options, claims_options, run_options
 from .verify import run_command
 
 
@@ -36,6 +36,7 @@ from .verify import run_command
     help="Source chunks of about this many tokens instead (whole sentences).",
 )
 @run_options
+@ci_options
 def check(
     answer: str,
     sources: tuple[str, ...],

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
 
+from ..cigate import CiTargets
 from ..lm.model import Model
 from ..run.job import HTML_BESIDE, JobError
 from ..run.settings import SETTING_NAMES, default_text, model_cache
@@ -269,3 +271,105 @@ def claims_options(claims_from: str) -> Callable[[_F], _F]:
         )(f)
 
     return apply
+
+
+# -- CI outputs ---------------------------------------------------------------------------------
+
+CI_OPTIONS: list[Callable[[Any], Any]] = [
+    click.option(
+        "--junit",
+        "junit_path",
+        type=click.Path(dir_okay=False),
+        default=None,
+        metavar="FILE",
+        help="Also write JUnit XML: one test case per claim, Not Fully Supported ones failed "
+        "(docs/running.md, CI outputs).",
+    ),
+    click.option(
+        "--sarif",
+        "sarif_path",
+        type=click.Path(dir_okay=False),
+        default=None,
+        metavar="FILE",
+        help="Also write SARIF 2.1.0: one result per unsupported claim, at the DAG file and the "
+        "node where it entered (code-scanning annotations).",
+    ),
+    click.option(
+        "--annotations",
+        type=click.Choice(["github"]),
+        default=None,
+        help="Print one GitHub Actions ::error line per unsupported claim on stdout.",
+    ),
+]
+"""The CI outputs of every command that gates (`verify`, `check`, `batch`, `diff`)."""
+
+
+def ci_options(f: _F) -> _F:
+    """Apply `CI_OPTIONS`; the command takes `junit_path`, `sarif_path` and `annotations`."""
+    return _apply(CI_OPTIONS, f)
+
+
+def pop_ci_targets(options: dict[str, Any]) -> CiTargets:
+    """Take the `CI_OPTIONS` out of a command's options, as `CiTargets`."""
+    junit, sarif = options.pop("junit_path", None), options.pop("sarif_path", None)
+    return CiTargets(
+        junit=Path(junit) if junit else None,
+        sarif=Path(sarif) if sarif else None,
+        annotations=options.pop("annotations", None),
+    )
+
+
+def check_ci_outputs(
+    targets: CiTargets,
+    *,
+    inputs: Sequence[tuple[str, str]],
+    outputs: Sequence[tuple[str, Path | None]] = (),
+    create: bool = True,
+) -> None:
+    """Refuse CI output files as `--out` is refused (`JobInputError`, exit 2, before any model
+    call): an input, a directory, the same file as another output, or unwritable."""
+    from ..run.inputs import check_output_files
+
+    files = [(flag, p) for flag, p in outputs if p is not None] + targets.files()
+    check_output_files(files, inputs, create=create)
+
+
+def dag_input(report: Mapping[str, Any], dag_path: str | None, name: str | None = None) -> Any:
+    """A report as `cigate.GateInput`, located at `dag_path` (relative to the working directory
+    when inside it, so code hosts match it to the repository's file)."""
+    from ..cigate import report_input
+
+    if not dag_path:
+        return report_input(report, name=name)
+    path = Path(dag_path)
+    try:
+        uri = path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except (OSError, ValueError):
+        uri = path.as_posix()
+    text = None
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        if path.stat().st_size <= DAG_TEXT_LIMIT:
+            text = path.read_text(encoding="utf-8")
+    return report_input(report, name=name or uri, dag_uri=uri, dag_text=text)
+
+
+DAG_TEXT_LIMIT = 64 * 1024 * 1024
+"""A larger DAG file is not read to find node lines (results point at its line 1)."""
+
+
+def emit_ci_outputs(targets: CiTargets, inputs: Sequence[Any], *, quiet: bool = False) -> None:
+    """Write the CI files and print the annotation lines (stdout, also with `quiet`: they are
+    what was asked for); exit 3 when a file cannot be written (the run itself is saved)."""
+    from ..cigate import write_ci_outputs
+
+    if not targets.any:
+        return
+    try:
+        lines = write_ci_outputs(targets, inputs)
+    except OSError as exc:
+        fail(f"cannot write a CI output: {exc}", 3)
+    for line in lines:
+        click.echo(line)
+    for path, what in ((targets.junit, "JUnit XML"), (targets.sarif, "SARIF")):
+        if path is not None and not quiet:
+            click.echo(f"{what} written to {path}", err=True)

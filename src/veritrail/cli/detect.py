@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -36,7 +37,8 @@ from ..detectors.registry import BuildContext, MethodSpec, build_method, known_m
 from ..detectors.registry import uses_model as method_uses_model
 from ..lm.model import Model
 from ..method.config import VerifyConfig
-from ..records import Claim
+from ..outcome import exit_status, gate_exceeded
+from ..records import Claim, Verdict
 from ..report import ReportFormatError, load_report, write_report
 from .common import fail as _fail
 from .common import model_options
@@ -146,6 +148,14 @@ def _method_spec(ctx: click.Context, param: click.Parameter, value: str) -> Meth
     show_default=True,
     help="Largest usable tree, in nodes.",
 )
+@click.option(
+    "--max-unsupported",
+    type=click.FloatRange(0.0, 1.0),
+    default=None,
+    metavar="RATE",
+    help="CI gate: exit 1 when the share of unsupported paths (g2l; any other method: the text, "
+    "1 of 1 when judged Not Fully Supported) is above RATE (0 to 1).",
+)
 @click.argument("more_refs", nargs=-1, type=click.Path(exists=True, dir_okay=False))
 def detect(
     spec: MethodSpec,
@@ -161,6 +171,7 @@ def detect(
     reference_tokens: int,
     max_depth: int,
     max_nodes: int,
+    max_unsupported: float | None,
     more_refs: tuple[str, ...],
 ) -> None:
     """Check a text against reference documents with a detector (G2LDetect by default).
@@ -171,6 +182,10 @@ def detect(
     result is also stored under `"g2l"` in an existing VeriTrail report, whose HTML rendering then
     shows a G2LDetect section. Any other `--method` writes the detector's verdict, score, evidence
     and cost (docs/detectors.md).
+
+    Exit status, as `veritrail verify`'s: 0 no gate failed; 1 the --max-unsupported gate failed;
+    2 bad input or usage; 3 the text could not be checked (no usable tree, a path no reply
+    decided, a detector error); the report is written in every case but 2.
     """
     if spec.kind != "g2l":
         ctx = click.get_current_context()
@@ -234,6 +249,7 @@ def detect(
             sources=source_names,
             source_ids=source_ids,
             out_path=out_path,
+            max_unsupported=max_unsupported,
         )
         return
     try:
@@ -273,14 +289,27 @@ def detect(
         )
     if result.status is G2LStatus.TREE_FAILED:
         click.echo(f"G2LDetect could not build a tree ({result.tree_error}); report: {out_path}")
-        return
+        sys.exit(int(exit_status(errors=True, gate_failed=False)))
     failing = result.failing_paths
+    undecided = [p for p in result.paths if p.supported is None]
     click.echo(
         f"G2LDetect: {result.status.value} — {len(result.paths)} paths, {len(failing)} unsupported"
-        f"; report: {out_path}"
+        + (f", {len(undecided)} could not be checked" if undecided else "")
+        + f"; report: {out_path}"
     )
     for p in failing:
         click.echo("  ✗ " + " › ".join(p.nodes))
+    for p in undecided:
+        click.echo("  ? " + " › ".join(p.nodes) + (f" ({p.error})" if p.error else ""))
+    gate = gate_exceeded(len(failing), len(result.paths), max_unsupported)
+    if gate and max_unsupported is not None:
+        click.echo(
+            f"gate failed: {len(failing)} of {len(result.paths)} paths unsupported "
+            f"({len(failing) / len(result.paths):.0%}, allowed {max_unsupported:.0%})"
+        )
+    code = exit_status(errors=bool(undecided), gate_failed=gate)
+    if code:
+        sys.exit(int(code))
 
 
 def _detect_registered(
@@ -294,10 +323,12 @@ def _detect_registered(
     sources: Sequence[str],
     source_ids: Sequence[str],
     out_path: str,
+    max_unsupported: float | None = None,
 ) -> None:
     """Any registered detector but G2LDetect: build it, detect, write `detect_report`, print the
-    verdict. Exit 0 with a verdict or none, 3 when the detection records an error (a model
-    failure raised by the detector ends the command as G2LDetect's does)."""
+    verdict. Exit 0 with a verdict or none, 1 when the text is judged Not Fully Supported and
+    `max_unsupported` is below 1 (the gate over one claim), 3 when the detection records an
+    error (a model failure raised by the detector ends the command as G2LDetect's does)."""
     model = open_it() if method_uses_model(spec.kind) else None
     try:
         built = build_method(spec, BuildContext(model=model, base_config=VerifyConfig()))
@@ -323,6 +354,10 @@ def _detect_registered(
     score = "" if found.score is None else f" (score {found.score:.3f})"
     verdict = found.verdict.value if found.verdict is not None else "no verdict"
     click.echo(f"{found.method}: {verdict}{score}; report: {out_path}")
+    unsupported = int(found.verdict is Verdict.NOT_FULLY_SUPPORTED)
+    if gate_exceeded(unsupported, 1, max_unsupported) and max_unsupported is not None:
+        click.echo(f"gate failed: the text is not supported (allowed {max_unsupported:.0%})")
+        sys.exit(int(exit_status(errors=False, gate_failed=True)))
 
 
 async def _run(detector: Detector, model: Model | None, dag: Dag, claim: Claim) -> Detection:

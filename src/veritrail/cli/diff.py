@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ..errors import InputProblem
+from .common import ci_options, emit_ci_outputs, pop_ci_targets
 
 
 class DiffUsageError(InputProblem, ValueError):
@@ -22,7 +23,9 @@ def _check_outputs(inputs: list[Path], outputs: list[Path]) -> None:
         if r in resolved_inputs:
             raise DiffUsageError(f"{out}: is an input of the diff; choose another output file")
         if r in seen:
-            raise DiffUsageError(f"{out}: given for both --json and --html")
+            raise DiffUsageError(
+                f"{out}: given for two outputs (both --json and --html, or --junit/--sarif)"
+            )
         if out.is_dir():
             raise DiffUsageError(f"{out}: is a directory; give a file name")
         seen[r] = out
@@ -80,6 +83,7 @@ def _check_outputs(inputs: list[Path], outputs: list[Path]) -> None:
     help="Count a reviewed claim by its review's verdict (--no-reviews: the model's).",
 )
 @click.option("--quiet", "-q", is_flag=True, help="Print only the gate line.")
+@ci_options
 @click.pass_context
 def diff(
     ctx: click.Context,
@@ -93,6 +97,9 @@ def diff(
     seed: int,
     reviews: bool,
     quiet: bool,
+    junit_path: str | None,
+    sarif_path: str | None,
+    annotations: str | None,
 ) -> None:
     """Compare run A with run B (run directories or report.json files), claim by claim.
 
@@ -113,8 +120,12 @@ def diff(
     from ..runs.difftable import diff_tables, gate_line
     from ..textio import atomic_write_text
 
+    ci = pop_ci_targets(
+        {"junit_path": junit_path, "sarif_path": sarif_path, "annotations": annotations}
+    )
     inputs = [report_path_of(run_a), report_path_of(run_b)]
-    _check_outputs(inputs, [p for p in (json_path, html_path) if p is not None])
+    outputs = [json_path, html_path, ci.junit, ci.sarif]
+    _check_outputs(inputs, [p for p in outputs if p is not None])
     a = load_side(run_a, label="A", use_reviews=reviews)
     b = load_side(run_b, label="B", use_reviews=reviews)
     result = compare(a, b, resamples=resamples, seed=seed)
@@ -135,5 +146,10 @@ def diff(
     for path, what in ((json_path, "JSON"), (html_path, "HTML")):
         if path is not None:
             click.echo(f"{what} diff written to {path}", err=True)
+    if ci.any:
+        from ..cigate import diff_input
+
+        # The newly unsupported claims, located at B's report (a diff names no DAG file).
+        emit_ci_outputs(ci, [diff_input(doc)], quiet=quiet)
     if gate_failed(result, max_new_unsupported):
         ctx.exit(1)

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from ..display import unpriced_models
 from ..method.config import VerifyConfig
 from .common import cache_option
 from .common import fail as _fail
@@ -32,6 +33,7 @@ _DEFAULT = VerifyConfig()
 @click.option(
     "--model", "model_name", default=None, help="provider/model used by every LM-based method."
 )
+@click.option("--base-url", default=None, help="OpenAI-compatible endpoint (vLLM, Ollama, ...).")
 @cache_option
 @click.option(
     "--prices",
@@ -135,6 +137,7 @@ def eval_cmd(
     dataset: str,
     methods: tuple[str, ...],
     model_name: str | None,
+    base_url: str | None,
     cache: str | None,
     prices_path: str | None,
     threads: int | None,
@@ -197,11 +200,19 @@ def eval_cmd(
         _fail(str(exc))
 
     model: Any = None
+    if base_url and not model_name:
+        _fail("--base-url needs --model (the model the endpoint serves)")
     if model_name:
         from ..run.model_spec import ModelSpec
         from ..run.settings import model_cache
 
-        spec = ModelSpec(model_name, cache=model_cache(cache), prices=prices_path, threads=threads)
+        spec = ModelSpec(
+            model_name,
+            base_url=base_url,
+            cache=model_cache(cache),
+            prices=prices_path,
+            threads=threads,
+        )
         try:
             model = spec.build()
         except (ValueError, RuntimeError, OSError) as exc:
@@ -229,6 +240,8 @@ def eval_cmd(
     # elapsed and time left, on stderr. A terminal gets one line rewritten in place every
     # second; a file or pipe gets a line every --progress-interval seconds and one at the end.
     figures = EvalProgress([m.name for m in built], len(ds.items))
+    if model is not None:
+        figures.unpriced = unpriced_models(model.notes)
     tty = sys.stderr.isatty()
     if model is not None:
         chained = model.on_call
@@ -269,6 +282,10 @@ def eval_cmd(
     summary = summarize(run, bootstrap=bootstrap, seed=seed)
     doc = summary_to_json(summary, run)
     doc["meta"] = {**doc["meta"], "methods": specs, "model": model_name, "embedder": embedder}
+    # A model with no known price counts 0 dollars: the tables say "unknown" instead.
+    unpriced = unpriced_models(model.notes) if model is not None else ()
+    if unpriced:
+        doc["meta"]["notes"] = list(model.notes)
 
     if out_dir:
         out = Path(out_dir)
@@ -276,7 +293,7 @@ def eval_cmd(
         (out / "results.json").write_text(
             json.dumps(doc, indent=1, ensure_ascii=False), encoding="utf-8"
         )
-        (out / "table.md").write_text(render_markdown(summary), encoding="utf-8")
+        (out / "table.md").write_text(render_markdown(summary, unpriced=unpriced), encoding="utf-8")
         if not no_plots:
             from ..eval.plots import plot_error_stages, plot_precision_recall
 
@@ -297,13 +314,15 @@ def eval_cmd(
         extra = {"agreement": doc["agreement"]} if "agreement" in doc else {}
         click.echo(json.dumps({**summary_to_json(summary), **extra}, indent=1, ensure_ascii=False))
     elif fmt == "markdown":
-        click.echo(render_markdown(summary), nl=False)
+        click.echo(render_markdown(summary, unpriced=unpriced), nl=False)
     else:
         from rich.console import Console
 
         console = Console()
         # A wide table: when piped, do not squeeze it into the default 80 columns.
-        Console(width=console.width if console.is_terminal else 220).print(render_terminal(summary))
+        Console(width=console.width if console.is_terminal else 220).print(
+            render_terminal(summary, unpriced=unpriced)
+        )
     if agree.is_reviewed(ds) and fmt != "json":
         _print_agreement(agree.agreements(ds, run), fmt, None)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import time
 from pathlib import Path
@@ -9,11 +10,31 @@ from typing import Any
 
 import click
 
+from ..errors import InputProblem
 from .common import fail as _fail
 from .common import read_text as _read
 
 _SELECTIONS = ("top_k", "adaptive")
 _METHODS = ("attnlrp", "ixg")
+
+#: What the `sirg` extra installs that every subcommand imports; checked up front so that a
+#: machine without the extra gets one line naming it instead of an import traceback.
+_EXTRA_MODULES = ("numpy", "torch", "transformers", "veritrail.detectors.sirg")
+SIRG_INSTALL = "pip install torch==2.13.0 'veritrail[sirg]'"
+
+
+def _require_extra() -> None:
+    """Raise `InputProblem` (exit 2) naming the `sirg` extra when a module it installs is
+    missing; called at the start of each subcommand, never at import (so `--help` works)."""
+    for name in _EXTRA_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            missing = exc.name or name
+            raise InputProblem(
+                f"veritrail sirg needs the `sirg` extra ({missing} is not installed): "
+                f"{SIRG_INSTALL}"
+            ) from exc
 
 
 def _common(f: Any) -> Any:
@@ -144,6 +165,8 @@ def detect_cmd(
     """Check one response against its context; writes {"sirg": {...}} (graph + verdict)."""
     import asyncio
 
+    _require_extra()
+
     from ..detectors.base import text_claim, text_dag
     from ..detectors.sirg.analysis import DEFAULT_QUERY
     from ..detectors.sirg.classifier import FragmentClassifier
@@ -228,6 +251,7 @@ def train_cmd(
     cache_dir: str,
 ) -> None:
     """Fine-tune the fragment classifier on labelled responses (analyses cached)."""
+    _require_extra()
     from ..detectors.sirg.classifier import FragmentClassifier
 
     config = _config(method, k, selection, max_targets, threads)
@@ -290,6 +314,7 @@ def evaluate_cmd(
     cache_dir: str,
 ) -> None:
     """Response-level precision/recall/F1 (hallucinated class) over tau, with bootstrap CIs."""
+    _require_extra()
     from ..detectors.sirg.classifier import FragmentClassifier
     from ..detectors.sirg.detector import decide
     from ..detectors.sirg.evaluate import DEFAULT_TAUS, sweep_tau

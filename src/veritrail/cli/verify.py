@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from ..cigate import CiTargets
 from ..run.job import (
     ExitCode,
     Job,
@@ -25,20 +26,31 @@ from ..run.job import (
     run_and_write,
 )
 from ..run.settings import find_config_file
-from .common import EXIT_CODES_HELP, claims_options, job_errors, run_options
+from .common import (
+    EXIT_CODES_HELP,
+    check_ci_outputs,
+    ci_options,
+    claims_options,
+    dag_input,
+    emit_ci_outputs,
+    job_errors,
+    pop_ci_targets,
+    run_options,
+)
 
 
-def execute(job: Job, *, quiet: bool) -> None:
-    """Run the job with progress, write the outputs, print the summary; handle Ctrl-C.
+def execute(job: Job, *, quiet: bool, ci: CiTargets | None = None) -> None:
+    """Run the job with progress, write the outputs (and the CI outputs `ci`, checked by the
+    caller), print the summary; handle Ctrl-C.
 
     Exits with the run's `ExitCode` (0 returns normally)."""
     from ..run.progress import make_progress
 
     progress = make_progress(quiet=quiet, interval=job.settings.progress_interval)
-    _execute(job, quiet=quiet, progress=progress)
+    _execute(job, quiet=quiet, progress=progress, ci=ci or CiTargets())
 
 
-def _execute(job: Job, *, quiet: bool, progress: Any) -> None:
+def _execute(job: Job, *, quiet: bool, progress: Any, ci: CiTargets) -> None:
     from ..run.progress import print_outcome, print_summary
 
     if not quiet:
@@ -76,12 +88,14 @@ def _execute(job: Job, *, quiet: bool, progress: Any) -> None:
             click.echo(f"report written to {job.out_path}")
         if job.html_path is not None:
             click.echo(f"HTML report written to {job.html_path}")
+    emit_ci_outputs(ci, [dag_input(report, job.dag_path)], quiet=quiet)
     # Errors and a failed gate print even with --quiet: they decide the exit status.
     print_outcome(
         report,
         max_unsupported=job.settings.max_unsupported,
         run_dir=str(done.run_dir),
         fatal=done.fatal,
+        quiet=quiet,
     )
     if done.exit_code is not ExitCode.OK:
         sys.exit(done.exit_code)
@@ -108,6 +122,7 @@ def run_command(options: Mapping[str, Any], inputs: Callable[[], Mapping[str, An
     claims_path, oracle_path = o.pop("claims_path"), o.pop("oracle_path")
     out_path, html_opt, run_dir = o.pop("out_path"), o.pop("html_opt"), o.pop("run_dir")
     config_path, dry_run, quiet = o.pop("config_path"), o.pop("dry_run"), o.pop("quiet")
+    ci = pop_ci_targets(o)
     with job_errors():
         settings = job_settings(o, config_path=config_path)  # every other option is a setting
         job = prepare_job(
@@ -121,16 +136,19 @@ def run_command(options: Mapping[str, Any], inputs: Callable[[], Mapping[str, An
             config_file=find_config_file(config_path),
             create_dirs=not dry_run,
         )
+        outs = [("--out", job.out_path), ("--html", job.html_path)]
+        check_ci_outputs(ci, inputs=job.inputs, outputs=outs, create=not dry_run)
     if dry_run:
         print_dry_run(job)
         return
-    execute(job, quiet=quiet)
+    execute(job, quiet=quiet, ci=ci)
 
 
 @click.command(epilog=EXIT_CODES_HELP)
 @click.argument("dag_path", type=click.Path(dir_okay=False))
 @claims_options("the final output")
 @run_options
+@ci_options
 def verify(dag_path: str, **options: Any) -> None:
     """Verify the claims of DAG_PATH's final output and write a report with the evidence trail.
 

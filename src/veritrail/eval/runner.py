@@ -113,7 +113,7 @@ class EvalProgress(CallTotals):
                 else ""
             )
             + f" / {fmt_int(self.output_tokens)} out",
-            f"${self.dollars:.4f}",
+            self.dollars_text(),
             f"{fmt_duration(self.elapsed)} elapsed",
         ]
         eta = self.eta()

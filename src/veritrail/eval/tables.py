@@ -18,6 +18,8 @@ RESULTS_VERSION = 1
 
 Cell = Callable[[MethodRow], str]
 
+DOLLARS_COLUMN = "$/claim"
+
 
 def _pct(v: float | None) -> str:
     return "–" if v is None else f"{100 * v:.1f}"
@@ -41,17 +43,27 @@ COLUMNS: list[tuple[str, Cell]] = [
     ("Ev. R", lambda r: _pct(r.evidence_recall)),
     ("Calls/claim", lambda r: _num(r.calls_per_claim)),
     ("Tokens/claim", lambda r: _num(r.input_tokens_per_claim + r.output_tokens_per_claim, 0)),
-    ("$/claim", lambda r: f"{r.dollars_per_claim:.4f}"),
+    (DOLLARS_COLUMN, lambda r: f"{r.dollars_per_claim:.4f}"),
     ("Nodes read", lambda r: _pct(r.nodes_read_share) + "%"),
 ]
 
 
-def table_rows(summary: EvalSummary) -> tuple[list[str], list[list[str]]]:
-    """Header and formatted cells."""
-    return [c for c, _ in COLUMNS], [[f(r) for _, f in COLUMNS] for r in summary.rows]
+def table_rows(
+    summary: EvalSummary, *, unpriced: Sequence[str] = ()
+) -> tuple[list[str], list[list[str]]]:
+    """Header and formatted cells. `unpriced`: models with no known price; a method that called
+    one shows "unknown" dollars, not the 0 its calls counted (methods without calls keep 0)."""
+    head = [c for c, _ in COLUMNS]
+    rows = []
+    for r in summary.rows:
+        cells = [f(r) for _, f in COLUMNS]
+        if unpriced and r.calls_per_claim > 0:
+            cells[head.index(DOLLARS_COLUMN)] = "unknown"
+        rows.append(cells)
+    return head, rows
 
 
-def _notes(summary: EvalSummary) -> list[str]:
+def _notes(summary: EvalSummary, unpriced: Sequence[str] = ()) -> list[str]:
     ex = summary.exclusion
     gold = ", ".join(f"{k}: {v}" for k, v in sorted(summary.gold.items()))
     notes = [
@@ -67,18 +79,23 @@ def _notes(summary: EvalSummary) -> list[str]:
         "best-matching gold set, mean over claims with gold evidence (RAG and Direct: every sentence "
         "of the roots they passed on)."
     )
+    if unpriced:
+        notes.append(
+            f"$/claim unknown: no price known for {', '.join(unpriced)} (add it with --prices; "
+            "docs/models.md)."
+        )
     return notes
 
 
-def render_markdown(summary: EvalSummary) -> str:
-    """The table and the error-stage analysis as Markdown."""
-    head, rows = table_rows(summary)
+def render_markdown(summary: EvalSummary, *, unpriced: Sequence[str] = ()) -> str:
+    """The table and the error-stage analysis as Markdown (`unpriced`: as in `table_rows`)."""
+    head, rows = table_rows(summary, unpriced=unpriced)
     lines = [
         "| " + " | ".join(head) + " |",
         "| " + " | ".join("---" if i == 0 else "---:" for i in range(len(head))) + " |",
         *("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows),
         "",
-        *(f"- {n}" for n in _notes(summary)),
+        *(f"- {n}" for n in _notes(summary, unpriced)),
     ]
     stage_lines = _stage_markdown(summary)
     if stage_lines:
@@ -119,19 +136,19 @@ def _stage_markdown(summary: EvalSummary) -> list[str]:
     return out
 
 
-def render_terminal(summary: EvalSummary) -> Any:
-    """A rich renderable (table plus notes) for the console."""
+def render_terminal(summary: EvalSummary, *, unpriced: Sequence[str] = ()) -> Any:
+    """A rich renderable (table plus notes) for the console (`unpriced`: as in `table_rows`)."""
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
-    head, rows = table_rows(summary)
+    head, rows = table_rows(summary, unpriced=unpriced)
     t = Table(title=f"veritrail eval — {summary.dataset}", show_lines=False)
     for i, h in enumerate(head):
         t.add_column(h, justify="left" if i == 0 else "right", no_wrap=True, min_width=len(h))
     for row in rows:
         t.add_row(*row)
-    parts: list[Any] = [t, *(Text(n, style="dim") for n in _notes(summary))]
+    parts: list[Any] = [t, *(Text(n, style="dim") for n in _notes(summary, unpriced))]
     staged = [r for r in summary.rows if r.stage_rates or r.true_positives_with_stage]
     if staged:
         st = Table(

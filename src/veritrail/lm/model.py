@@ -274,6 +274,10 @@ class Model:
         self._sem: asyncio.Semaphore | None = None
         self._sem_loop: asyncio.AbstractEventLoop | None = None
         price = self.prices.lookup(provider.name, provider.model)
+        if price is None and callable(list_price := getattr(provider, "list_price", None)):
+            # A provider that knows its models' list prices (LiteLLM's bundled cost map) fills
+            # the gap the table leaves; a price file still wins.
+            price = list_price()
         if price is None:
             self.notes.append(
                 redact(

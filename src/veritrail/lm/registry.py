@@ -1,7 +1,9 @@
 """Resolve `provider/model` names to a ready `Model`, importing each provider only when used.
 
 Built in: `openai/<model>` (OpenAI, Azure OpenAI and compatible servers), `local/<name>` (the
-embedded llama.cpp model), `fake/<name>` (the scripted provider). Others can be added with
+embedded llama.cpp model), `fake/<name>` (the scripted provider); `anthropic/`, `gemini/`,
+`vertex_ai/`, `bedrock/`, `mistral/`, ... and `litellm/<any LiteLLM model>` through LiteLLM
+(lm/litellm.py, the `litellm` extra). Others can be added with
 `register_provider("name", "package.module:factory")` or a callable.
 
 With no name given, `VERITRAIL_MODEL` is used, else `DEFAULT_MODEL` (the embedded model, so a
@@ -35,10 +37,29 @@ DEFAULT_MODEL = "local/qwen2.5-coder-1.5b"
 
 ProviderFactory = Callable[..., Provider]
 
+LITELLM_PREFIXES = (
+    "anthropic",
+    "gemini",
+    "vertex_ai",
+    "bedrock",
+    "mistral",
+    "cohere",
+    "groq",
+    "deepseek",
+    "xai",
+    "together_ai",
+    "openrouter",
+    "fireworks_ai",
+    "litellm",
+)
+"""Prefixes served through LiteLLM (lm/litellm.py; `litellm/` takes any LiteLLM model string)."""
+
 _PROVIDERS: dict[str, str | ProviderFactory] = {
     "openai": "veritrail.lm.openai:OpenAIProvider",
     "local": "veritrail.lm.local:LocalProvider",
     "fake": "veritrail.lm.registry:_fake",
+    # Hosted providers through LiteLLM (the `litellm` extra, imported on first use).
+    **dict.fromkeys(LITELLM_PREFIXES, "veritrail.lm.litellm:FACTORIES"),
 }
 
 
@@ -120,7 +141,9 @@ def _factory(prefix: str) -> ProviderFactory:
     if not isinstance(target, str):
         return target
     mod_name, attr = target.split(":")
-    factory: ProviderFactory = getattr(importlib.import_module(mod_name), attr)
+    found = getattr(importlib.import_module(mod_name), attr)
+    # A mapping serves several prefixes from one module (lm/litellm.py's FACTORIES).
+    factory: ProviderFactory = found[prefix] if isinstance(found, Mapping) else found
     return factory
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..dag import Dag
+from ..display import unpriced_models
 from ..lm.base import ProviderError
 from ..lm.registry import describe_fatal
 from ..outcome import ExitCode, exit_code
@@ -331,6 +332,7 @@ async def _run_job(
     try:
         if model is not None:
             model.on_call = progress.call
+            progress.figures.unpriced = unpriced_models(model.notes)
         steps = job_steps(job, model)  # reads the oracle file: fail before touching the run dir
         try:
             store = await open_run_store(job, model, extracting=progress.extracting)

@@ -196,7 +196,7 @@ class ProgressReporter:
             + (f", failed {f.failed_calls}" if f.failed_calls else "")
             + ")",
             f"tokens {fmt_int(f.input_tokens)} in / {fmt_int(f.output_tokens)} out",
-            f"${f.dollars:.4f}",
+            f.dollars_text(),
             f"{fmt_duration(self.elapsed)} elapsed",
         ]
         eta = self.eta()
@@ -340,7 +340,7 @@ class RichProgress(ProgressReporter):
             t.append(f"  ·  failed calls {f.failed_calls}", style="red")
         t.append(
             f"  ·  tokens {fmt_int(f.input_tokens)} in / {fmt_int(f.output_tokens)} out"
-            f"  ·  ${f.dollars:.4f}"
+            f"  ·  {f.dollars_text()}"
         )
         eta = self.eta()
         if eta is not None:

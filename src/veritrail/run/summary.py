@@ -16,6 +16,7 @@ from rich.text import Text
 
 from ..display import CallLike as CallLike
 from ..display import CallTotals as CallTotals
+from ..display import fmt_dollars, unpriced_models
 from ..display import fmt_duration as fmt_duration
 from ..display import fmt_int as fmt_int
 from ..outcome import GateResult as GateResult
@@ -69,7 +70,9 @@ def summary_tables(report: Mapping[str, Any], *, wall_seconds: float | None = No
     cost.add_row("of which from cache", f"{total('cached_calls'):,}")
     cost.add_row("input tokens", f"{total('input_tokens'):,}")
     cost.add_row("output tokens", f"{total('output_tokens'):,}")
-    cost.add_row("dollars", f"${total('dollars'):.4f}")
+    # A model with no price counts 0 dollars: say "unknown" rather than show that 0 as a price.
+    unpriced = unpriced_models(report.get("run", {}).get("notes") or ())
+    cost.add_row("dollars", fmt_dollars(total("dollars"), unpriced))
     dag_nodes = int(report.get("dag", {}).get("nodes", 0))
     mean = float(c.get("nodes_read_mean", 0.0))
     cost.add_row(
@@ -138,9 +141,14 @@ def outcome_lines(
     run_dir: str | None = None,
     fatal: str | None = None,
     limit: int = 20,
+    quiet: bool = False,
 ) -> list[str]:
     """What decides the exit status, as lines: the fatal endpoint error, the errored claims
-    grouped by cause, the failed gate with the claims it counted (at most `limit` listed)."""
+    grouped by cause, the failed gate, and the Not Fully Supported claims (id, text, error
+    stage; at most `limit` listed) whatever the exit status.
+
+    With `quiet` (`--quiet`) the Not Fully Supported claims are named only when they fail the
+    gate: a quiet run that passes prints nothing, as cron jobs and scripts expect."""
     from ..redaction import redact
 
     lines: list[str] = []
@@ -162,18 +170,50 @@ def outcome_lines(
         for cause, ids in groups:
             lines.append(f"  {len(ids)} claim{'s' if len(ids) != 1 else ''}: {cause} ({_ids(ids)})")
     gate = gate_failures(report, max_unsupported)
+    unsupported = unsupported_claims(report)
+    if quiet and gate is None:
+        unsupported = []
     if gate is not None:
         lines.append(
             f"gate failed: {len(gate.claims)} of {gate.total} claims ({100 * gate.share:.1f}%) "
             f"are Not Fully Supported, above --max-unsupported {gate.rate:g} "
             f"({100 * gate.rate:.1f}%):"
         )
-        for cid, text in gate.claims[:limit]:
-            short = text if len(text) <= 100 else text[:99] + "…"
-            lines.append(f"  {cid}: {redact(short)}")
-        if len(gate.claims) > limit:
-            lines.append(f"  … and {len(gate.claims) - limit} more (see the report)")
+    elif unsupported:
+        # Named at every exit status, not only when a gate fails: CI logs show which claims.
+        lines.append(f"{len(unsupported)} of {len(claims)} claims are Not Fully Supported:")
+    lines.extend(claim_lines(unsupported, limit=limit))
     return lines
+
+
+def unsupported_claims(report: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The report's Not Fully Supported claims (the model's verdict, as the gate counts)."""
+    return [
+        c for c in report.get("claims", []) if c.get("verdict") == Verdict.NOT_FULLY_SUPPORTED.value
+    ]
+
+
+def claim_lines(claims: Sequence[Mapping[str, Any]], *, limit: int = 20) -> list[str]:
+    """One indented line per claim (id, text cut to 100 characters, error stage), at most
+    `limit`, then how many more."""
+    from ..redaction import redact
+
+    lines = []
+    for c in claims[:limit]:
+        text = " ".join(str(c.get("text", "")).split())
+        short = text if len(text) <= 100 else text[:99] + "…"
+        lines.append(f"  {c['id']}: {redact(short)} ({_stage_text(c)})")
+    if len(claims) > limit:
+        lines.append(f"  … and {len(claims) - limit} more (see the report)")
+    return lines
+
+
+def _stage_text(claim: Mapping[str, Any]) -> str:
+    """The claim's error stages in words ("error stage 2", "no identifiable error stage")."""
+    stages = [str(s) for s in claim.get("error_stages") or []]
+    if not stages:
+        return "no identifiable error stage"
+    return f"error stage{'s' if len(stages) > 1 else ''} {', '.join(stages)}"
 
 
 def print_outcome(
@@ -183,11 +223,12 @@ def print_outcome(
     run_dir: str | None = None,
     fatal: str | None = None,
     stream: TextIO | None = None,
+    quiet: bool = False,
 ) -> None:
     """Print `outcome_lines` to stderr (also with `--quiet`: they explain the exit status)."""
     out = stream if stream is not None else sys.stderr
     for line in outcome_lines(
-        report, max_unsupported=max_unsupported, run_dir=run_dir, fatal=fatal
+        report, max_unsupported=max_unsupported, run_dir=run_dir, fatal=fatal, quiet=quiet
     ):
         out.write(line + "\n")
     out.flush()

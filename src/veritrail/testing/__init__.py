@@ -3,6 +3,9 @@
 `FakeOpenAIServer` is a real OpenAI-compatible HTTP server on 127.0.0.1 with fault injection.
 `assert_supported(answer, sources, ...)` fails a test when an answer is not supported by its
 sources (`veritrail.check` underneath; imported on first use, so the server stays light).
+`veritrail.testing.fixtures` is a pytest plugin (the `pytest` extra: `pip install
+'veritrail[pytest]'`) whose `veritrail_loopback` fixture points a test at the word-overlap
+demonstration server (`overlap`), for keyless tests of the plumbing. Nothing here imports pytest.
 """
 
 from typing import Any
