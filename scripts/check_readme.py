@@ -49,6 +49,15 @@ EXAMPLE_VERDICTS = {
 the embedded model alike."""
 
 
+CHECK_VERDICTS = {
+    "c1": "Fully Supported",
+    "c2": "Fully Supported",
+    "c3": "Fully Supported",
+    "c4": "Not Fully Supported",
+}
+"""The `veritrail check` example's verdicts with its oracle (examples/check/README.md)."""
+
+
 @dataclass(frozen=True)
 class Check:
     """One README command, the venv it runs in, and what it must produce."""
@@ -78,8 +87,10 @@ CHECKS = (
     ),
     Check(
         "core",
-        "veritrail check examples/check/answer.txt 'examples/check/sources/*.txt' --html",
-        loopback=True,
+        "veritrail check examples/check/answer.txt 'examples/check/sources/*.txt' "
+        "--claims examples/check/claims.json --oracle examples/check/oracle.json --html",
+        verdicts=CHECK_VERDICTS,
+        error_stages={"c4": [2]},
         files=("report.json", "report.html"),
     ),
     Check(
@@ -165,6 +176,10 @@ def clean_env(venv: Path, home: Path) -> dict[str, str]:
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["VIRTUAL_ENV"] = str(venv)
     env["XDG_CACHE_HOME"] = str(home / "cache")
+    # veritrail keeps its model cache and assembled weights under ~/.cache/veritrail: a home of
+    # its own, so no check reads (or clears) the caller's.
+    (home / "home").mkdir(parents=True, exist_ok=True)
+    env["HOME"] = str(home / "home")
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     env["NO_PROXY"] = "127.0.0.1,localhost"
     # pip's download cache stays the user's own: only bandwidth, never an installed package.

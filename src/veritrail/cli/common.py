@@ -327,11 +327,18 @@ def check_ci_outputs(
     create: bool = True,
 ) -> None:
     """Refuse CI output files as `--out` is refused (`JobInputError`, exit 2, before any model
-    call): an input, a directory, the same file as another output, or unwritable."""
+    call): an input, a directory, the same file as another output, or unwritable.
+
+    `outputs` are the command's own files (checked by the command itself): here they are only
+    compared with the CI files, and nothing is created for them (a batch creates a job's report
+    folder when the job ends). Nothing at all is checked when no CI file was asked for."""
     from ..run.inputs import check_output_files
 
-    files = [(flag, p) for flag, p in outputs if p is not None] + targets.files()
-    check_output_files(files, inputs, create=create)
+    if not targets.files():
+        return
+    own = [(flag, p) for flag, p in outputs if p is not None]
+    check_output_files(own + targets.files(), inputs, create=False)
+    check_output_files(targets.files(), inputs, create=create)
 
 
 def dag_input(report: Mapping[str, Any], dag_path: str | None, name: str | None = None) -> Any:

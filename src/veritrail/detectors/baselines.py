@@ -20,7 +20,7 @@ import asyncio
 import hashlib
 import random
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..dag import Dag, PerDag
 from ..lm.model import Model, claim_scope
@@ -38,7 +38,9 @@ from .base import (
     root_ids,
     root_sentence_keys,
 )
-from .embeddings import Embedder, top_k
+
+if TYPE_CHECKING:  # numpy comes with the eval extra: this module loads on the core install
+    from .embeddings import Embedder
 
 _DEFAULT = VerifyConfig()
 
@@ -160,6 +162,8 @@ class RagDetector(_VerdictBaseline):
     def choose(self, dag: Dag, claim: Claim) -> tuple[list[str], dict[str, Any]]:
         roots, matrix = self._root_matrix(dag)
         q = self.embedder.embed([claim.text])[0]
+        from .embeddings import top_k  # numpy: the eval extra, only when RAG runs
+
         picked = [roots[i] for i in top_k(q, matrix, self.k)]
         return picked, {"retrieved": picked, "embedder": self.embedder.name}
 

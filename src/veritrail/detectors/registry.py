@@ -30,11 +30,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from ..lm.model import Model
 from ..method.config import VerifyConfig
 from .base import Detector
-from .embeddings import Embedder
+
+if TYPE_CHECKING:  # numpy comes with extras only: `veritrail detect` must load on the core install
+    from .embeddings import Embedder
 
 _DEFAULT = VerifyConfig()
 
