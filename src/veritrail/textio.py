@@ -419,6 +419,7 @@ __all__ = [
     "check_surrogates",
     "decode_input",
     "depth_exceeds",
+    "fsync_dir",
     "lone_surrogate",
     "open_error",
     "parse_json",
@@ -432,6 +433,21 @@ __all__ = [
 
 
 # -- writing ------------------------------------------------------------------------------------
+
+
+def fsync_dir(folder: str | Path) -> None:
+    """Make a rename or a file creation in `folder` itself durable (an fsync of the directory).
+    Best effort: some platforms and file systems cannot open or fsync a directory."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

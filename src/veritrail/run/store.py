@@ -31,6 +31,7 @@ from ..method.claims import claim_from_json, claim_to_json
 from ..records import Claim, ClaimResult, Termination
 from ..redaction import known_secrets, redact_obj
 from ..report import atomic_write_text, claim_from_dict, claim_to_dict, indented_json
+from ..textio import fsync_dir
 
 RUN_FORMAT = "veritrail-run"
 RUN_VERSION = 1
@@ -99,7 +100,7 @@ def _write_json_atomic(path: Path, doc: Any) -> None:
     # The reports' atomic writer (a unique temporary name in the same directory, then
     # os.replace), plus an fsync of the directory so the rename itself is durable.
     atomic_write_text(path, indented_json(redact_obj(doc)))
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def _acquire_lock(path: Path) -> IO[str] | None:
@@ -130,20 +131,6 @@ def _acquire_lock(path: Path) -> IO[str] | None:
     fh.write(str(os.getpid()))
     fh.flush()
     return fh
-
-
-def _fsync_dir(d: Path) -> None:
-    # Makes a rename or a file creation itself durable; not available on every platform.
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 class RunLock:

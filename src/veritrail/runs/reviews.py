@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ..errors import InputProblem
 from ..records import Verdict
 from ..report import REPORT_VERSION
+from ..textio import fsync_dir
 from .layout import REVIEWS_FILE
 
 REVIEW_FORMAT = "veritrail-review"
@@ -191,16 +192,7 @@ def append_review(run_dir: str | Path, review: Review) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     if created:
-        try:
-            fd = os.open(path.parent, os.O_RDONLY)
-        except OSError:
-            return
-        try:
-            os.fsync(fd)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+        fsync_dir(path.parent)
 
 
 def apply_reviews(report: Mapping[str, Any], reviews: Mapping[str, ClaimReview]) -> dict[str, Any]:

@@ -19,7 +19,6 @@ trace id (`sampling`), so they are left out again after a restart.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -28,7 +27,7 @@ from typing import Any
 
 from ...errors import InputProblem
 from ...redaction import redact_obj
-from ...textio import InputError, atomic_write_text, read_input_text
+from ...textio import InputError, atomic_write_text, fsync_dir, read_input_text
 
 FORMAT = "veritrail-watch-checkpoint"
 VERSION = 1
@@ -112,7 +111,7 @@ class Checkpoint:
             "traces": self.traces,
         }
         atomic_write_text(self.path, json.dumps(redact_obj(doc), indent=1, ensure_ascii=False))
-        _fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent)
 
     def counts(self, statuses: Sequence[str] = ("annotated", "skipped")) -> dict[str, int]:
         """Finished traces by status."""
@@ -121,19 +120,6 @@ class Checkpoint:
 
 def _time(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 __all__ = ["FORMAT", "VERSION", "Checkpoint", "CheckpointError"]
