@@ -435,3 +435,60 @@ def test_classify_maps_litellm_exceptions() -> None:
     rejected = ll.BadRequestError(**{**args, "message": "output_format is not supported"})
     fmt = lmlite.classify(rejected, url, 5.0, structured=True)
     assert type(fmt).__name__ == "UnsupportedFormatError"
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_batch_and_eval_take_litellm_models(
+    model: str, fake: FakeProviderServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model spec every command builds from (`batch`, `eval`) resolves LiteLLM names too,
+    and the batch's verdicts are `verify`'s."""
+    monkeypatch.chdir(tmp_path)
+    job = {"id": "qs", "dag": str(EX / "dag.json"), "claims": str(EX / "claims.json")}
+    (tmp_path / "m.jsonl").write_text(json.dumps({**job, "out": "qs.json"}) + "\n")
+    url = _base_url(fake, model)
+    res = CliRunner().invoke(
+        cli, ["batch", "m.jsonl", "--model", model, "--base-url", url, "--cache", "off", "--quiet"]
+    )
+    assert res.exit_code == 0, res.output
+    got = json.loads((tmp_path / "qs.json").read_text())
+    assert got["model"] == model
+    with FakeOpenAIServer(responder=responder) as srv:
+        res = CliRunner().invoke(
+            cli,
+            ["verify", str(EX / "dag.json"), "--claims", str(EX / "claims.json"), "--model",
+             "openai/x", "--base-url", srv.base_url, "--cache", "off", "--quiet",
+             "--out", "v.json", "--run-dir", "v"],
+        )  # fmt: skip
+    want = json.loads((tmp_path / "v.json").read_text())
+    assert [c["verdict"] for c in got["claims"]] == [c["verdict"] for c in want["claims"]]
+    data = tmp_path / "tiny.json"
+    data.write_text(json.dumps(_EVAL_DATASET))
+    res = CliRunner().invoke(
+        cli,
+        ["eval", str(data), "--model", model, "--base-url", url, "--cache", "off",
+         "--method", "veritrail:q=1", "--format", "json", "--quiet"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert fake.requests
+
+
+_EVAL_DATASET = {
+    "format": "veritrail-eval",
+    "version": 1,
+    "name": "tiny",
+    "items": [
+        {
+            "id": "i1",
+            "dag": {
+                "nodes": [
+                    {"id": "r1", "text": "Acme was founded in 1990 in Oslo.", "sources": []},
+                    {"id": "t", "text": "Acme was founded in 1990.", "sources": ["r1"]},
+                ]
+            },
+            "claims": [
+                {"id": "c1", "text": "Acme was founded in 1990.", "label": "Fully Supported"}
+            ],
+        }
+    ],
+}
