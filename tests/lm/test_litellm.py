@@ -437,6 +437,21 @@ def test_classify_maps_litellm_exceptions() -> None:
     assert type(fmt).__name__ == "UnsupportedFormatError"
 
 
+def test_a_batch_predicts_the_price_the_model_charges() -> None:
+    """The batch's driver reads prices from model names (`unpriced_specs`): it agrees with what
+    `Model` charges, LiteLLM's list prices included."""
+    from veritrail.batch.progress import unpriced_specs
+    from veritrail.lm.registry import model_price
+    from veritrail.run.model_spec import ModelSpec
+
+    names = ["gemini/gemini-2.5-flash", "anthropic/claude-x"]
+    assert unpriced_specs(ModelSpec(n) for n in names) == ("anthropic/claude-x",)
+    for name in names:
+        provider = get_provider(name, base_url="http://127.0.0.1:9")
+        charged = Model(provider, prices=PriceTable())._price
+        assert model_price(name, PriceTable()) == charged
+
+
 @pytest.mark.parametrize("model", MODELS)
 def test_batch_and_eval_take_litellm_models(
     model: str, fake: FakeProviderServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -271,20 +271,20 @@ def unpriced_specs(specs: Iterable[ModelSpec]) -> tuple[str, ...]:
     is unknown rather than show the 0 dollars they count. The executors build the models
     themselves (a Ray worker's are not seen here), so the spec is what the driver can read."""
     from ..lm.pricing import PriceTable
-    from ..lm.registry import split_name
+    from ..lm.registry import model_price
 
     tables: dict[str | None, PriceTable] = {}
     out: dict[str, None] = {}
     for spec in specs:
         try:
-            prefix, model = split_name(spec.name)
             if spec.prices not in tables:
                 tables[spec.prices] = (
                     PriceTable.from_file(spec.prices) if spec.prices else PriceTable.from_env()
                 )
+            price = model_price(spec.name, tables[spec.prices])
         except (ValueError, OSError):  # reported by the model's own build, not here
             continue
-        if tables[spec.prices].lookup(prefix, model) is None:
+        if price is None:
             out[spec.name] = None
     return tuple(out)
 

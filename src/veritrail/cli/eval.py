@@ -239,9 +239,10 @@ def eval_cmd(
     # Progress as `verify` shows it (issue 19): items done per method, calls, tokens, dollars,
     # elapsed and time left, on stderr. A terminal gets one line rewritten in place every
     # second; a file or pipe gets a line every --progress-interval seconds and one at the end.
+    # A model with no known price counts 0 dollars: progress and tables say "unknown" instead.
+    unpriced = unpriced_models(model.notes) if model is not None else ()
     figures = EvalProgress([m.name for m in built], len(ds.items))
-    if model is not None:
-        figures.unpriced = unpriced_models(model.notes)
+    figures.unpriced = unpriced
     tty = sys.stderr.isatty()
     if model is not None:
         chained = model.on_call
@@ -282,8 +283,6 @@ def eval_cmd(
     summary = summarize(run, bootstrap=bootstrap, seed=seed)
     doc = summary_to_json(summary, run)
     doc["meta"] = {**doc["meta"], "methods": specs, "model": model_name, "embedder": embedder}
-    # A model with no known price counts 0 dollars: the tables say "unknown" instead.
-    unpriced = unpriced_models(model.notes) if model is not None else ()
     if unpriced:
         doc["meta"]["notes"] = list(model.notes)
 

@@ -150,7 +150,7 @@ class LiteLLMProvider:
         self._litellm = load_litellm()  # first: a missing extra is an input problem (exit 2)
         self.name = prefix
         self.model = model
-        self.target = model if prefix == "litellm" else f"{prefix}/{model}"
+        self.target = litellm_target(prefix, model)
         """The model string LiteLLM is given."""
         self.timeout = float(
             timeout
@@ -182,7 +182,7 @@ class LiteLLMProvider:
         package, never fetched), or None when LiteLLM has none. `Model` uses it when the price
         table (built-in, `--prices` file, `VERITRAIL_PRICES`) has no entry, so a price file
         still wins."""
-        return litellm_price(self._litellm.model_cost, self.target)
+        return list_price(self.name, self.model)
 
     def _request(self, messages: Sequence[Message], config: GenerateConfig) -> dict[str, Any]:
         req: dict[str, Any] = {
@@ -248,6 +248,19 @@ def _factory(prefix: str) -> Any:
 
 FACTORIES: dict[str, Any] = {p: _factory(p) for p in PROVIDERS}
 """`prefix -> factory(model, base_url=, api_key=, timeout=)`, what `lm.registry` registers."""
+
+
+def litellm_target(prefix: str, model: str) -> str:
+    """The model string LiteLLM is given for `prefix/model` (`litellm/` passes its string on)."""
+    return model if prefix == "litellm" else f"{prefix}/{model}"
+
+
+def list_price(prefix: str, model: str) -> Price | None:
+    """`prefix/model`'s list price in LiteLLM's bundled cost map, or None. What the provider
+    charges (`LiteLLMProvider.list_price`) and what a batch's driver predicts from a model's name
+    (`lm.registry.model_price`) both come from here. Raises `LiteLLMMissingError` without the
+    extra."""
+    return litellm_price(load_litellm().model_cost, litellm_target(prefix, model))
 
 
 def litellm_price(cost_map: Mapping[str, Any], target: str) -> Price | None:

@@ -29,7 +29,7 @@ from ..errors import InputProblem
 from .base import Provider
 from .cache import ResponseCache
 from .model import DEFAULT_MAX_REASKS, Model
-from .pricing import PriceTable
+from .pricing import Price, PriceTable
 from .retry import RetryPolicy
 
 DEFAULT_MODEL = "local/qwen2.5-coder-1.5b"
@@ -119,6 +119,22 @@ def providers() -> list[str]:
 def resolve_name(name: str | None) -> str:
     """The model name to use: `name`, else `VERITRAIL_MODEL`, else `DEFAULT_MODEL`."""
     return name or environment.get("VERITRAIL_MODEL") or DEFAULT_MODEL
+
+
+def model_price(name: str, table: PriceTable) -> Price | None:
+    """The price a `Model` of `name` would charge, from its name alone: `table`'s entry, else the
+    provider's list price (LiteLLM's bundled cost map for LiteLLM's prefixes), else None (the
+    model notes "no price known"). Raises `ModelNameError` for a name that is not a model's."""
+    prefix, model = split_name(name)
+    price = table.lookup(prefix, model)
+    if price is None and prefix in LITELLM_PREFIXES:
+        from .litellm import list_price
+
+        try:
+            price = list_price(prefix, model)
+        except ImportError:  # no extra: the model's own build says which to install
+            return None
+    return price
 
 
 def split_name(name: str) -> tuple[str, str]:
