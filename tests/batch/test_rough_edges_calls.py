@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from clikit import loopback_model_env
 from veritrail.cli.main import cli
 from veritrail.testing import FakeOpenAIServer
 from veritrail.testing.overlap import responder
@@ -19,12 +20,7 @@ QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
 
 @pytest.fixture(autouse=True)
 def _env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("VERITRAIL_BASE_URL", "OPENAI_BASE_URL", "VERITRAIL_MODEL"):
-        monkeypatch.delenv(name, raising=False)
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-loopback")
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    loopback_model_env(monkeypatch)
 
 
 def _manifest(tmp_path: Path) -> Path:

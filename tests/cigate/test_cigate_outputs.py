@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from clikit import oracle_args
 from veritrail.cigate import (
     Kind,
     escape_data,
@@ -42,22 +43,6 @@ def invoke(*args: str) -> Result:
     return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
-def verify_args(t: Path, *extra: str) -> list[str]:
-    return [
-        "verify",
-        str(QS / "dag.json"),
-        "--claims",
-        str(QS / "claims.json"),
-        "--oracle",
-        str(QS / "oracle.json"),
-        "--run-dir",
-        str(t / "run"),
-        "--out",
-        str(t / "report.json"),
-        *extra,
-    ]
-
-
 def validate_junit(text: str) -> None:
     xmlschema = pytest.importorskip("xmlschema")
     xmlschema.XMLSchema(str(JUNIT_XSD)).validate(text)
@@ -79,7 +64,7 @@ def quickstart(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One CLI run writing every CI output; its report, files and output."""
     t = tmp_path_factory.mktemp("qs")
     res = invoke(
-        *verify_args(
+        *oracle_args(
             t, "--junit", str(t / "ci" / "junit.xml"), "--sarif", str(t / "ci" / "x.sarif")
         ),
         "--annotations",
@@ -150,9 +135,9 @@ def test_summary_names_unsupported_claims_when_the_run_passes(quickstart: dict[s
 
 def test_quiet_names_unsupported_claims_only_when_they_fail_the_gate(tmp_path: Path) -> None:
     """`--quiet` stays silent on a passing run; a failed gate still names its claims."""
-    passing = invoke(*verify_args(tmp_path / "a", "--quiet"))
+    passing = invoke(*oracle_args(tmp_path / "a", "--quiet"))
     assert passing.exit_code == 0 and passing.output == ""
-    failing = invoke(*verify_args(tmp_path / "b", "--quiet", "--max-unsupported", "0"))
+    failing = invoke(*oracle_args(tmp_path / "b", "--quiet", "--max-unsupported", "0"))
     assert failing.exit_code == 1
     assert "gate failed: 1 of 4 claims (25.0%)" in failing.output
     assert "  c3: Scrooge painted over Marley's name on the warehouse door. (error stage 2)" in (
@@ -239,7 +224,7 @@ def test_secrets_are_redacted(quickstart: dict[str, Any], monkeypatch: pytest.Mo
 def test_ci_output_that_is_an_input_is_refused_before_the_run(tmp_path: Path, flag: str) -> None:
     claims = tmp_path / "claims.json"
     claims.write_bytes((QS / "claims.json").read_bytes())
-    args = verify_args(tmp_path, flag, str(claims))
+    args = oracle_args(tmp_path, flag, str(claims))
     args[args.index("--claims") + 1] = str(claims)
     res = invoke(*args)
     assert res.exit_code == 2
@@ -249,7 +234,7 @@ def test_ci_output_that_is_an_input_is_refused_before_the_run(tmp_path: Path, fl
 
 
 def test_ci_output_that_is_the_report_is_refused(tmp_path: Path) -> None:
-    res = invoke(*verify_args(tmp_path, "--sarif", str(tmp_path / "report.json")))
+    res = invoke(*oracle_args(tmp_path, "--sarif", str(tmp_path / "report.json")))
     assert res.exit_code == 2 and "are the same file" in res.output
     assert not (tmp_path / "run").exists()
 

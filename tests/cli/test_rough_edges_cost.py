@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from clikit import TINY_EVAL_DATASET, loopback_model_env
 from veritrail.cli.main import cli
 from veritrail.display import CallTotals, fmt_dollars, unpriced_models
 from veritrail.lm.fake import FakeProvider
@@ -20,17 +21,6 @@ from veritrail.testing import FakeOpenAIServer
 from veritrail.testing.overlap import responder
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
-
-
-def _env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An OpenAI-compatible loopback endpoint whose model has no price (no price file)."""
-    for name in ("VERITRAIL_BASE_URL", "OPENAI_BASE_URL", "VERITRAIL_MODEL"):
-        monkeypatch.delenv(name, raising=False)
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-loopback")
-    monkeypatch.setenv("VERITRAIL_PRICES", "")
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
 
 
 def test_the_models_note_is_what_the_display_reads() -> None:
@@ -62,7 +52,7 @@ def _summary_part(output: str) -> str:
 
 
 def test_verify_cost_table_says_unknown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _env(monkeypatch)
+    loopback_model_env(monkeypatch, no_prices=True)
     with FakeOpenAIServer(responder=responder) as srv:
         res = CliRunner().invoke(
             cli,
@@ -92,7 +82,7 @@ def test_verify_cost_table_says_unknown(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_verify_cost_table_priced_at_zero(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _env(monkeypatch)
+    loopback_model_env(monkeypatch, no_prices=True)
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"openai/loopback": {"input": 0, "output": 0}}))
     with FakeOpenAIServer(responder=responder) as srv:
@@ -121,7 +111,7 @@ def test_verify_cost_table_priced_at_zero(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_batch_progress_says_unknown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _env(monkeypatch)
+    loopback_model_env(monkeypatch, no_prices=True)
     job = {
         "id": "j1",
         "dag": str(QUICKSTART / "dag.json"),
@@ -152,32 +142,11 @@ def test_batch_progress_says_unknown(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert prog and all("cost unknown" in x for x in prog if "claims (" in x), res.output
 
 
-_DATASET = {
-    "format": "veritrail-eval",
-    "version": 1,
-    "name": "tiny",
-    "items": [
-        {
-            "id": "i1",
-            "dag": {
-                "nodes": [
-                    {"id": "r1", "text": "Acme was founded in 1990 in Oslo.", "sources": []},
-                    {"id": "t", "text": "Acme was founded in 1990.", "sources": ["r1"]},
-                ]
-            },
-            "claims": [
-                {"id": "c1", "text": "Acme was founded in 1990.", "label": "Fully Supported"}
-            ],
-        }
-    ],
-}
-
-
 @pytest.mark.parametrize("fmt", ["table", "markdown"])
 def test_eval_table_says_unknown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str) -> None:
-    _env(monkeypatch)
+    loopback_model_env(monkeypatch, no_prices=True)
     data = tmp_path / "tiny.json"
-    data.write_text(json.dumps(_DATASET))
+    data.write_text(json.dumps(TINY_EVAL_DATASET))
     with FakeOpenAIServer(responder=responder) as srv:
         res = CliRunner().invoke(
             cli,

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from clikit import loopback_model_env
 from veritrail.cli.main import cli
 from veritrail.testing import FakeOpenAIServer
 from veritrail.testing.overlap import responder
@@ -22,12 +23,7 @@ SUPPORTED = "Acme was founded in 1990. It makes bicycles."
 
 @pytest.fixture(autouse=True)
 def _env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("VERITRAIL_BASE_URL", "OPENAI_BASE_URL", "VERITRAIL_MODEL"):
-        monkeypatch.delenv(name, raising=False)
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-loopback")
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    loopback_model_env(monkeypatch)
 
 
 def _detect(tmp_path: Path, text: str, *extra: str, reply: object = responder) -> tuple[int, str]:

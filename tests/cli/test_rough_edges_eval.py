@@ -9,29 +9,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from clikit import TINY_EVAL_DATASET
 from veritrail.cli.main import cli
 from veritrail.testing import FakeOpenAIServer
 from veritrail.testing.overlap import responder
-
-_DATASET = {
-    "format": "veritrail-eval",
-    "version": 1,
-    "name": "tiny",
-    "items": [
-        {
-            "id": "i1",
-            "dag": {
-                "nodes": [
-                    {"id": "r1", "text": "Acme was founded in 1990 in Oslo.", "sources": []},
-                    {"id": "t", "text": "Acme was founded in 1990.", "sources": ["r1"]},
-                ]
-            },
-            "claims": [
-                {"id": "c1", "text": "Acme was founded in 1990.", "label": "Fully Supported"}
-            ],
-        }
-    ],
-}
 
 
 def test_eval_takes_base_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -43,7 +24,7 @@ def test_eval_takes_base_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
         monkeypatch.delenv(name, raising=False)
     data = tmp_path / "tiny.json"
-    data.write_text(json.dumps(_DATASET))
+    data.write_text(json.dumps(TINY_EVAL_DATASET))
     with FakeOpenAIServer(responder=responder) as srv:
         res = CliRunner().invoke(
             cli,
@@ -70,7 +51,7 @@ def test_eval_takes_base_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 def test_eval_base_url_without_model_is_a_usage_error(tmp_path: Path) -> None:
     data = tmp_path / "tiny.json"
-    data.write_text(json.dumps(_DATASET))
+    data.write_text(json.dumps(TINY_EVAL_DATASET))
     res = CliRunner().invoke(cli, ["eval", str(data), "--base-url", "http://127.0.0.1:9/v1"])
     assert res.exit_code == 2, res.output
     assert "--model" in res.output

@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 from fake_providers import FakeProviderServer, HttpFault
 
+from clikit import TINY_EVAL_DATASET
 from veritrail.cli.main import cli
 from veritrail.lm import litellm as lmlite
 from veritrail.lm.base import GenerateConfig, Message
@@ -478,7 +479,7 @@ def test_batch_and_eval_take_litellm_models(
     want = json.loads((tmp_path / "v.json").read_text())
     assert [c["verdict"] for c in got["claims"]] == [c["verdict"] for c in want["claims"]]
     data = tmp_path / "tiny.json"
-    data.write_text(json.dumps(_EVAL_DATASET))
+    data.write_text(json.dumps(TINY_EVAL_DATASET))
     res = CliRunner().invoke(
         cli,
         ["eval", str(data), "--model", model, "--base-url", url, "--cache", "off",
@@ -486,24 +487,3 @@ def test_batch_and_eval_take_litellm_models(
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     assert fake.requests
-
-
-_EVAL_DATASET = {
-    "format": "veritrail-eval",
-    "version": 1,
-    "name": "tiny",
-    "items": [
-        {
-            "id": "i1",
-            "dag": {
-                "nodes": [
-                    {"id": "r1", "text": "Acme was founded in 1990 in Oslo.", "sources": []},
-                    {"id": "t", "text": "Acme was founded in 1990.", "sources": ["r1"]},
-                ]
-            },
-            "claims": [
-                {"id": "c1", "text": "Acme was founded in 1990.", "label": "Fully Supported"}
-            ],
-        }
-    ],
-}

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from clikit import oracle_args
 from runkit import CLAIMS, build_dag, extracting_responder, responder
 from veritrail.cli.main import cli
 from veritrail.dag import save_dag
@@ -78,22 +79,6 @@ def closed_port_url() -> str:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     return f"http://127.0.0.1:{port}/v1"
-
-
-def oracle_args(t: Path, *extra: str) -> list[str]:
-    return [
-        "verify",
-        str(QS / "dag.json"),
-        "--claims",
-        str(QS / "claims.json"),
-        "--oracle",
-        str(QS / "oracle.json"),
-        "--run-dir",
-        str(t / "run"),
-        "--out",
-        str(t / "report.json"),
-        *extra,
-    ]
 
 
 # -- exit codes and errored claims ------------------------------------------------------------
