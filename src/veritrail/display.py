@@ -106,6 +106,13 @@ def fmt_dollars(dollars: float, unpriced: Sequence[str] = ()) -> str:
     return f"cost unknown ({why})" if dollars <= 0 else f"${dollars:.4f} + unknown ({why})"
 
 
+def shorten(text: str, limit: int) -> str:
+    """`text` on one line (runs of whitespace made one space), cut to `limit` characters with
+    an ellipsis: a claim or evidence text in a summary line, a CI message, an annotation."""
+    one = " ".join(str(text).split())
+    return one if len(one) <= limit else one[: limit - 1] + "…"
+
+
 def fmt_duration(s: float) -> str:
     """Seconds as 1h02m, 3m05s or 12s."""
     s = max(0, round(s))
@@ -123,5 +130,6 @@ __all__ = [
     "fmt_dollars",
     "fmt_duration",
     "fmt_int",
+    "shorten",
     "unpriced_models",
 ]

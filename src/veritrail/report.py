@@ -311,3 +311,16 @@ def comparable(report: Mapping[str, Any]) -> dict[str, Any]:
     for key in ("cached_calls", "dollars"):
         doc.get("summary", {}).get("cost", {}).pop(key, None)
     return doc  # type: ignore[no-any-return]
+
+
+def blamed_nodes(claim: Mapping[str, Any], roots: set[str], terminal: str) -> tuple[str, ...]:
+    """The nodes behind a report claim's identified error stage (the HTML viewer's red dashed
+    ring, docs/report.md): the non-root evidence nodes of its last Fully Supported round, or the
+    final output when no round was; none when the stage is not identified. `roots` are the DAG's
+    root ids and `terminal` its final output's, as the report's `dag` section gives them."""
+    if claim.get("error_stage_status") != "identified":
+        return ()
+    for it in reversed(claim.get("iterations") or []):
+        if it.get("verdict") == Verdict.FULLY_SUPPORTED.value:
+            return tuple(str(n) for n in it.get("nodes_with_evidence", []) if n not in roots)
+    return (terminal,) if terminal else ()

@@ -15,8 +15,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..display import shorten
 from ..records import Verdict
 from ..redaction import redact_obj
+from ..report import blamed_nodes
 
 TOOL_NAME = "veritrail"
 
@@ -105,12 +107,6 @@ def _json_string(s: str) -> str:
     return json.dumps(s, ensure_ascii=False)
 
 
-def shorten(text: str, limit: int) -> str:
-    """`text` on one line, cut to `limit` characters with an ellipsis."""
-    one = " ".join(text.split())
-    return one if len(one) <= limit else one[: limit - 1] + "…"
-
-
 def _kind(claim: Mapping[str, Any]) -> Kind:
     verdict = claim.get("verdict")
     if claim.get("termination") == "error" or verdict is None:
@@ -120,17 +116,6 @@ def _kind(claim: Mapping[str, Any]) -> Kind:
     if verdict == Verdict.INCONCLUSIVE.value:
         return Kind.INCONCLUSIVE
     return Kind.PASSED
-
-
-def blamed_nodes(claim: Mapping[str, Any], roots: set[str], terminal: str) -> tuple[str, ...]:
-    """The nodes behind an identified error stage: the non-root evidence nodes of the last Fully
-    Supported round, or the final output when no round was (docs/report.md)."""
-    if claim.get("error_stage_status") != "identified":
-        return ()
-    for it in reversed(claim.get("iterations") or []):
-        if it.get("verdict") == Verdict.FULLY_SUPPORTED.value:
-            return tuple(str(n) for n in it.get("nodes_with_evidence", []) if n not in roots)
-    return (terminal,) if terminal else ()
 
 
 def trail_lines(claim: Mapping[str, Any]) -> Iterator[str]:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .findings import RULES, Finding, GateInput, Kind, shorten
+from ..display import shorten
+from .findings import RULES, Finding, GateInput, Kind
 
 _COMMAND = {Kind.UNSUPPORTED: "error", Kind.ERROR: "warning", Kind.INCONCLUSIVE: "notice"}
 

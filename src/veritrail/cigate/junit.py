@@ -14,7 +14,8 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
-from .findings import Finding, GateInput, Kind, shorten
+from ..display import shorten
+from .findings import Finding, GateInput, Kind
 
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from ..display import CallLike as CallLike
 from ..display import CallTotals as CallTotals
-from ..display import fmt_dollars, unpriced_models
+from ..display import fmt_dollars, shorten, unpriced_models
 from ..display import fmt_duration as fmt_duration
 from ..display import fmt_int as fmt_int
 from ..outcome import GateResult as GateResult
@@ -200,8 +200,7 @@ def claim_lines(claims: Sequence[Mapping[str, Any]], *, limit: int = 20) -> list
 
     lines = []
     for c in claims[:limit]:
-        text = " ".join(str(c.get("text", "")).split())
-        short = text if len(text) <= 100 else text[:99] + "…"
+        short = shorten(str(c.get("text", "")), 100)
         lines.append(f"  {c['id']}: {redact(short)} ({_stage_text(c)})")
     if len(claims) > limit:
         lines.append(f"  … and {len(claims) - limit} more (see the report)")

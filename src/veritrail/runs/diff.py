@@ -37,6 +37,7 @@ from typing import Any
 
 from ..errors import InputProblem
 from ..records import Verdict
+from ..report import blamed_nodes
 from .diffstats import DEFAULT_RESAMPLES, DEFAULT_SEED, Outcomes, ShareDifference, share_difference
 from .keys import normalize_claim_text
 
@@ -264,17 +265,6 @@ def gate_failed(diff: Diff, max_new_unsupported: int | None) -> bool:
 # -- reading a side -------------------------------------------------------------------------------
 
 
-def _blamed_nodes(claim: Mapping[str, Any], roots: set[str], terminal: str) -> tuple[str, ...]:
-    """The nodes behind an identified error stage (docs/report.md: the red dashed ring)."""
-    if claim.get("error_stage_status") != "identified":
-        return ()
-    iterations = claim.get("iterations") or []
-    for it in reversed(iterations):
-        if it.get("verdict") == Verdict.FULLY_SUPPORTED.value:
-            return tuple(n for n in it.get("nodes_with_evidence", []) if n not in roots)
-    return (terminal,)
-
-
 def claim_view(
     claim: Mapping[str, Any], roots: set[str], terminal: str, *, use_reviews: bool = True
 ) -> ClaimView:
@@ -302,7 +292,7 @@ def claim_view(
         reviewed=reviewed,
         error_stages=tuple(int(s) for s in claim.get("error_stages") or ()),
         error_stage_status=str(claim.get("error_stage_status", "not_applicable")),
-        entered_at=_blamed_nodes(claim, roots, terminal),
+        entered_at=blamed_nodes(claim, roots, terminal),
         evidence=frozenset(evidence),
         sources=frozenset(sources),
     )

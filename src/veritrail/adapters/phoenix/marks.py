@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ...dag import Dag, DagValidationError, load_dag
+from ...display import shorten
 from ...errors import InputProblem
 from ...redaction import redact, redact_obj
 from ...textio import InputError, read_input_text
@@ -146,18 +147,13 @@ def blamed_nodes(claim: Mapping[str, Any], dag: Dag) -> list[str]:
     return [dag.terminal]
 
 
-def _quote(text: str, n: int = 160) -> str:
-    t = " ".join(str(text).split())
-    return t if len(t) <= n else t[: n - 1] + "…"
-
-
 def evidence_trail(claim: Mapping[str, Any]) -> list[str]:
     """One line per round: the verdict and the evidence it rested on."""
     lines = []
     for it in claim.get("iterations") or []:
         ev = it.get("evidence") or []
         shown = "; ".join(
-            f'{e.get("node_id")} #{e.get("sentence_index")}: "{_quote(e.get("text", ""), 100)}"'
+            f'{e.get("node_id")} #{e.get("sentence_index")}: "{shorten(e.get("text", ""), 100)}"'
             for e in ev[:5]
         )
         more = f" (+{len(ev) - 5} more)" if len(ev) > 5 else ""
@@ -218,7 +214,7 @@ def marks_for_run(report: Mapping[str, Any], dag: Dag) -> list[Mark]:
         for node in blamed_nodes(claim, dag):
             for span in dict.fromkeys(spans.get(node) or []):
                 explanation = (
-                    f'Claim {cid} ("{_quote(text)}") is Not Fully Supported: its unsupported '
+                    f'Claim {cid} ("{shorten(text, 160)}") is Not Fully Supported: its unsupported '
                     f"content most likely entered at node {node} (stage {dag.stage(node)}), "
                     "written by this span.\nEvidence trail:\n"
                     + "\n".join(f"- {t}" for t in trail)
