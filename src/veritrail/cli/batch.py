@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -283,7 +284,7 @@ def batch(
     for o in result.outcomes:
         for f in o.failures:
             click.echo(f"job {o.id}: {redact(f)}", err=True)
-    _name_unsupported(result.outcomes, quiet=quiet)
+    _name_unsupported(result.outcomes, reports, quiet=quiet)
     if ci.any:
         from ..cigate import incomplete_input
 
@@ -300,25 +301,20 @@ def batch(
     sys.exit(result.exit_code)
 
 
-def _name_unsupported(outcomes: Any, *, quiet: bool) -> None:
+def _name_unsupported(
+    outcomes: Any, reports: Mapping[str, tuple[Mapping[str, Any], str]], *, quiet: bool
+) -> None:
     """Name each job's Not Fully Supported claims (id, text, error stage) on stderr, as `verify`
-    does: at every exit status; with `--quiet` only for the jobs whose gate failed."""
-    import json
-
+    does: at every exit status; with `--quiet` only for the jobs whose gate failed. `reports`:
+    the report of every job that wrote one, by job id (collected as the jobs finished)."""
     from ..run.summary import claim_lines, unsupported_claims
 
     for o in outcomes:
-        if (
-            not o.verdicts.get("Not Fully Supported")
-            or o.out is None
-            or (quiet and not o.gate_failed)
-        ):
+        if o.id not in reports or (quiet and not o.gate_failed):
             continue
-        try:
-            report = json.loads(Path(o.out).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue  # the table and the summary file already say the job is incomplete
-        claims = unsupported_claims(report)
+        claims = unsupported_claims(reports[o.id][0])
+        if not claims:
+            continue
         gate = " (its gate failed)" if o.gate_failed else ""
         click.echo(
             f"job {o.id}: {len(claims)} of {o.claims} claims are Not Fully Supported{gate}:",
