@@ -309,13 +309,24 @@ def ci_options(f: _F) -> _F:
     return _apply(CI_OPTIONS, f)
 
 
-def pop_ci_targets(options: dict[str, Any]) -> CiTargets:
-    """Take the `CI_OPTIONS` out of a command's options, as `CiTargets`."""
-    junit, sarif = options.pop("junit_path", None), options.pop("sarif_path", None)
+def ci_targets(
+    junit_path: str | None, sarif_path: str | None, annotations: str | None
+) -> CiTargets:
+    """The `CI_OPTIONS` values as `CiTargets`."""
     return CiTargets(
-        junit=Path(junit) if junit else None,
-        sarif=Path(sarif) if sarif else None,
-        annotations=options.pop("annotations", None),
+        junit=Path(junit_path) if junit_path else None,
+        sarif=Path(sarif_path) if sarif_path else None,
+        annotations=annotations,
+    )
+
+
+def pop_ci_targets(options: dict[str, Any]) -> CiTargets:
+    """Take the `CI_OPTIONS` out of a command's options (a command that passes `**options`
+    on), as `CiTargets`."""
+    return ci_targets(
+        options.pop("junit_path", None),
+        options.pop("sarif_path", None),
+        options.pop("annotations", None),
     )
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ..errors import InputProblem
-from .common import ci_options, emit_ci_outputs, pop_ci_targets
+from .common import ci_options, ci_targets, emit_ci_outputs
 
 
 class DiffUsageError(InputProblem, ValueError):
@@ -120,9 +120,7 @@ def diff(
     from ..runs.difftable import diff_tables, gate_line
     from ..textio import atomic_write_text
 
-    ci = pop_ci_targets(
-        {"junit_path": junit_path, "sarif_path": sarif_path, "annotations": annotations}
-    )
+    ci = ci_targets(junit_path, sarif_path, annotations)
     inputs = [report_path_of(run_a), report_path_of(run_b)]
     outputs = [json_path, html_path, ci.junit, ci.sarif]
     _check_outputs(inputs, [p for p in outputs if p is not None])
