@@ -49,7 +49,14 @@ from .base import (
     TransientError,
     UnsupportedFormatError,
 )
-from .openai import DEFAULT_TIMEOUT, check_base_url, connection_error, parse_retry_after
+from .openai import (
+    DEFAULT_TIMEOUT,
+    FORMAT_WORDS,
+    check_base_url,
+    connection_error,
+    mentions_format,
+    parse_retry_after,
+)
 from .pricing import Price
 
 INSTALL = "pip install 'veritrail[litellm]'"
@@ -318,23 +325,16 @@ def read_reply(reply: Any, url: str) -> ModelOutput:
     )
 
 
-def _mentions_format(message: str) -> bool:
-    m = message.lower()
-    return any(
-        w in m
-        for w in (
-            "response_format",
-            "json_schema",
-            "json_object",
-            "response format",
-            "response_schema",
-            "responseschema",
-            "response_mime_type",
-            "responsemimetype",
-            "output_format",  # Anthropic's structured outputs
-            "json_tool_call",  # the tool LiteLLM forces for a schema where those are missing
-        )
-    )
+_FORMAT_WORDS = (
+    *FORMAT_WORDS,
+    "response_schema",
+    "responseschema",
+    "response_mime_type",
+    "responsemimetype",
+    "output_format",  # Anthropic's structured outputs
+    "json_tool_call",  # the tool LiteLLM forces for a schema where those are missing
+)
+"""The OpenAI provider's format words and those of the other providers' format options."""
 
 
 def _headers(exc: BaseException) -> Mapping[str, str] | None:
@@ -392,11 +392,11 @@ def classify(exc: BaseException, url: str, timeout: float, *, structured: bool) 
     ):
         return EndpointError(msg, endpoint=url, status=status)
     if isinstance(exc, (ll.BadRequestError, ll.UnprocessableEntityError)) or status in (400, 422):
-        if structured and _mentions_format(msg):
+        if structured and mentions_format(msg, _FORMAT_WORDS):
             return UnsupportedFormatError(msg, status=status)
         return FatalError(msg, status=status)
     if status is not None and (status in (408, 409) or status >= 500):
-        if structured and status == 500 and _mentions_format(msg):
+        if structured and status == 500 and mentions_format(msg, _FORMAT_WORDS):
             return UnsupportedFormatError(msg, status=status)
         return TransientError(msg, retry_after=parse_retry_after(_headers(exc)), status=status)
     if isinstance(exc, (ll.InternalServerError, ll.ServiceUnavailableError, ll.APIError)):

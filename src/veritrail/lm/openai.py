@@ -214,9 +214,14 @@ def _http_client(kind: str | None, timeout: float) -> tuple[str, Any]:
         return "httpx", None
 
 
-def _mentions_format(message: str) -> bool:
+FORMAT_WORDS = ("response_format", "json_schema", "json_object", "response format")
+"""Words of a refusal that is about the requested response format (structured-output fallback)."""
+
+
+def mentions_format(message: str, words: tuple[str, ...] = FORMAT_WORDS) -> bool:
+    """Whether a server's refusal is about the response format (any of `words`)."""
     m = message.lower()
-    return any(w in m for w in ("response_format", "json_schema", "json_object", "response format"))
+    return any(w in m for w in words)
 
 
 class OpenAIProvider:
@@ -493,7 +498,7 @@ def _classify_status(exc: openai.APIStatusError, url: str, *, structured: bool) 
             return EndpointError(msg, endpoint=url, status=status)
         return RateLimitError(msg, retry_after=retry_after, status=status)
     # Endpoints without json_schema answer 400/422, some (llama-cpp-python) 500.
-    if structured and status in (400, 422, 500) and _mentions_format(server_msg):
+    if structured and status in (400, 422, 500) and mentions_format(server_msg):
         return UnsupportedFormatError(msg, status=status)
     if status in (401, 403, 404):
         # Wrong key, no access, unknown model or route: the same for every call.
