@@ -12,7 +12,7 @@ tokens, as of late 2025); prices change, so users can override or extend it with
 cost the full input price, so a figure is never lower than the list price says.
 
 Keys are `provider/model` or a bare model name; a model also matches the longest key that is a
-prefix of it (`gpt-4o-2024-08-06` → `gpt-4o`). Embedded and fake models cost nothing. A model
+prefix of it (`gpt-4o-2024-08-06` → `gpt-4o`). Embedded, fake and demonstration models cost nothing. A model
 with no price costs 0 dollars and leaves a note, so a report never shows a made-up figure.
 """
 
@@ -62,7 +62,7 @@ DEFAULT_PRICES: dict[str, Price] = {
 """Built-in list prices (USD / 1M tokens: input, output, cached input). Override rather than
 trust them for billing."""
 
-FREE_PROVIDERS = frozenset({"local", "fake"})
+FREE_PROVIDERS = frozenset({"local", "fake", "demo"})
 """Providers that run on this machine and cost nothing."""
 
 

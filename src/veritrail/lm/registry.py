@@ -1,7 +1,8 @@
 """Resolve `provider/model` names to a ready `Model`, importing each provider only when used.
 
 Built in: `openai/<model>` (OpenAI, Azure OpenAI and compatible servers), `local/<name>` (the
-embedded llama.cpp model), `fake/<name>` (the scripted provider); `anthropic/`, `gemini/`,
+embedded llama.cpp model), `fake/<name>` (the scripted provider), `demo/overlap` (the word-overlap
+demonstration model, keyless and offline: not a judge); `anthropic/`, `gemini/`,
 `vertex_ai/`, `bedrock/`, `mistral/`, ... and `litellm/<any LiteLLM model>` through LiteLLM
 (lm/litellm.py, the `litellm` extra). Others can be added with
 `register_provider("name", "package.module:factory")` or a callable.
@@ -58,6 +59,8 @@ _PROVIDERS: dict[str, str | ProviderFactory] = {
     "openai": "veritrail.lm.openai:OpenAIProvider",
     "local": "veritrail.lm.local:LocalProvider",
     "fake": "veritrail.lm.registry:_fake",
+    # The word-overlap demonstration model, in-process: keyless, offline, not a judge (lm/demo.py).
+    "demo": "veritrail.lm.demo:DemoProvider",
     # Hosted providers through LiteLLM (the `litellm` extra, imported on first use).
     **dict.fromkeys(LITELLM_PREFIXES, "veritrail.lm.litellm:FACTORIES"),
 }

@@ -1,0 +1,128 @@
+"""The word-overlap demonstration "model": it answers every prompt of claim extraction and
+verification by word overlap. It serves `--model demo/overlap` in-process (`lm.demo`) and the
+loopback `FakeOpenAIServer` (`veritrail.testing.overlap`), so the API, `veritrail check`,
+`assert_supported`, the docs' snippets and the README's commands run end to end over real HTTP
+without a key, a download or the network. **Not a model**: its verdicts only say whether the
+claim's content words occur in the evidence, for trying and testing the plumbing.
+
+Rules: every sentence of an answer is one claim (no rewrites); evidence = the numbered
+sentences sharing at least half of the claim's content words; the verdict is Fully Supported when
+every content word of the claim occurs in the evidence, else Not Fully Supported. G2LDetect: the
+tree has one leaf per sentence, a path is supported when the references hold every content word
+of its leaf. Any other prompt (a pipeline's generation step): the first sentence it was given.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    [
+        "the",
+        "a",
+        "an",
+        "of",
+        "and",
+        "or",
+        "in",
+        "on",
+        "at",
+        "to",
+        "by",
+        "was",
+        "were",
+        "is",
+        "are",
+        "it",
+        "its",
+        "his",
+        "her",
+        "their",
+        "with",
+        "for",
+        "from",
+        "as",
+        "that",
+        "this",
+        "be",
+        "been",
+        "has",
+        "had",
+        "have",
+        "which",
+        "who",
+    ]
+)
+
+
+def content_words(text: str) -> set[str]:
+    """The lower-cased words of `text` that are not stop words."""
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
+
+
+def _fenced(prompt: str, label: str) -> str | None:
+    m = re.search(rf"<<< {label}\n(.*?)\n>>> end {label}", prompt, re.S)
+    return m.group(1) if m else None
+
+
+def _section(prompt: str, head: str, nxt: str) -> str:
+    i = prompt.find(head)
+    if i < 0:
+        return ""
+    j = prompt.find(nxt, i + len(head))
+    return prompt[i + len(head) : j if j >= 0 else None]
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s.strip()]
+
+
+def responder(request: dict[str, Any]) -> str:
+    """The assistant content for one chat-completions request (see the module docstring)."""
+    msgs = request.get("messages") or []
+    # A re-ask repeats the original prompt first: answer that one.
+    user = next((str(m["content"]) for m in msgs if m["role"] == "user"), "")
+    if user.startswith("Text to organise:"):  # G2LDetect: one leaf per sentence
+        leaves = [{"text": s, "children": []} for s in _sentences(_fenced(user, "text") or "")]
+        return json.dumps({"tree": {"text": "The text", "children": leaves}})
+    stmt = _fenced(user, "statement")
+    if stmt is not None and user.startswith("Reference documents:"):  # G2LDetect: one path
+        leaf = stmt.splitlines()[-1].split(". ", 1)[-1]
+        missing = content_words(leaf) - content_words(
+            _section(user, "Reference documents:", "\n\nStatement")
+        )
+        return json.dumps({"reason": f"missing: {sorted(missing)}", "supported": not missing})
+    if stmt is not None:
+        return json.dumps({"parts": [stmt]})
+    target = _fenced(user, "target sentence")
+    if target is not None:
+        if "<<< checkable part" in user:
+            return json.dumps({"status": "clear", "text": target, "reason": "-"})
+        return json.dumps(
+            {"has_verifiable_content": True, "verifiable_text": target, "reason": "-"}
+        )
+    claim = _fenced(user, "claim") or _section(user, "Claim:\n", "\n\nSub-claims").strip()
+    words = content_words(claim)
+    if user.startswith("Excerpts"):
+        ids = [
+            int(i)
+            for i, s in re.findall(r"^\[(\d+)\] (.*)$", user, re.M)
+            if words and len(words & content_words(s)) * 2 >= len(words)
+        ]
+        return json.dumps(
+            {"selected_ids": ids, "context_ids": [], "summary": "Overlapping text.", "missing": ""}
+        )
+    if "Evidence:\n" not in user:
+        # Any other generation (the pipelines' map, summarise and merge steps): the first
+        # sentence of the first text it was given.
+        given = re.search(r"<<< [^\n]*\n(.*?)\n>>> end", user, re.S)
+        return (_sentences(given.group(1) if given else user) or ["Nothing."])[0]
+    evidence = content_words(_section(user, "Evidence:\n", "\n\nClaim:"))
+    absent = sorted(words - evidence)
+    verdict = "Not Fully Supported" if absent else "Fully Supported"
+    reason = f"The evidence does not mention: {', '.join(absent)}." if absent else "All stated."
+    return json.dumps({"reasoning": reason, "verdict": verdict})
