@@ -18,6 +18,9 @@ from .common import fail as _fail
 # The method's defaults come from `VerifyConfig` (one source for every default, issue 15).
 _DEFAULT = VerifyConfig()
 
+_INJECTED_METHODS = ("veritrail:q=1", "earliest-stage", "rag:k=15", "direct")
+"""The methods of `eval injected:DIR` with a model and no --method (docs/inject.md)."""
+
 
 @click.command("eval")
 @click.argument("dataset")
@@ -163,6 +166,8 @@ def eval_cmd(
 
     DATASET is a file in our format (.json/.jsonl), a WiCE claim file, FABLES.json, a FABLES+ /
     DiverseSumm+ style directory, or one of those prefixed with wice:, fables:, layout:, veritrail:.
+    injected:DIR (written by `veritrail inject`) reports recall of the injected claims, stage
+    and node accuracy, and false alarms (docs/inject.md).
     reviewed:PATH (a run directory or a runs directory) takes the claims people reviewed
     (`veritrail review`) and prints the judge–human agreement (confusion matrix, Cohen's kappa)
     of the runs' own verdicts and of each --method (none by default).
@@ -217,6 +222,10 @@ def eval_cmd(
             model = spec.build()
         except (ValueError, RuntimeError, OSError) as exc:
             _fail(str(exc))
+    injected = ds.meta.get("source") == "injected"
+    if injected and not methods:
+        # Injected hallucinations: VeriTrail against the stage baseline (and RAG, direct).
+        methods = _INJECTED_METHODS if model is not None else ("earliest-stage",)
     specs = list(methods) or (
         ["veritrail:q=1", "veritrail:q=3", "rag:k=15", "direct"]
         if model is not None
@@ -280,6 +289,9 @@ def eval_cmd(
                 await model.aclose()
 
     run = asyncio.run(go())
+    if injected:
+        _print_injected(ds, run, fmt, out_dir, model_name, bootstrap, seed)
+        return
     summary = summarize(run, bootstrap=bootstrap, seed=seed)
     doc = summary_to_json(summary, run)
     doc["meta"] = {**doc["meta"], "methods": specs, "model": model_name, "embedder": embedder}
@@ -348,3 +360,45 @@ def _print_agreement(ags: list[Any], fmt: str, out_dir: str | None) -> None:
 
         console = Console()
         Console(width=console.width if console.is_terminal else 220).print(render_terminal(ags))
+
+
+def _print_injected(
+    ds: Any,
+    run: Any,
+    fmt: str,
+    out_dir: str | None,
+    model_name: str | None,
+    bootstrap: int,
+    seed: int,
+) -> None:
+    """The figures of `eval injected:DIR` (docs/inject.md), in `fmt`; with `out_dir`, also
+    injected.json and injected.md there."""
+    from ..eval.injected import render_markdown, render_terminal, summarize_injected
+    from ..lm.demo import DEMO_LABEL, is_demonstration
+
+    dags = {item.id: ds.dag(item) for item in ds.items}
+    summary = summarize_injected(
+        run,
+        roots={i: frozenset(d.roots) for i, d in dags.items()},
+        terminals={i: d.terminal for i, d in dags.items()},
+        resamples=bootstrap,
+        seed=seed,
+        label=f"{model_name}: {DEMO_LABEL}" if is_demonstration(model_name) else None,
+    )
+    doc = {**summary.to_json(), "model": model_name}
+    if out_dir:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "injected.json").write_text(
+            json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+        (out / "injected.md").write_text(render_markdown(summary), encoding="utf-8")
+    if fmt == "json":
+        click.echo(json.dumps(doc, indent=1, ensure_ascii=False))
+    elif fmt == "markdown":
+        click.echo(render_markdown(summary), nl=False)
+    else:
+        from rich.console import Console
+
+        console = Console()
+        Console(width=console.width if console.is_terminal else 220).print(render_terminal(summary))

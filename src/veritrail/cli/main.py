@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "view": "view:view",
     "runs": "runs:runs",
     "review": "review:review",
+    "inject": "inject:inject",
 }
 
 

@@ -13,7 +13,9 @@ registered factories and returns a `Detector` (`detectors.base`). Shipped kinds:
   `detectors.nli.NLIChunkDetector`;
 * ``sirg`` (``classifier=DIR`` required, ``model=smollm2``, ``method=attnlrp``, ``k=15``,
   ``selection=top_k``, ``tau=0``, ``max_targets=``, ``cache=DIR``) —
-  `detectors.sirg.detector.SirgDetector` (needs the ``sirg`` extra).
+  `detectors.sirg.detector.SirgDetector` (needs the ``sirg`` extra);
+* ``earliest-stage`` (``coverage=0.8``) — `detectors.stage_baseline.EarliestStageDetector`, the
+  model-free stage baseline of ``veritrail eval injected:DIR``.
 
 ``term_check=on|off`` (``veritrail``, ``rag``, ``direct``) turns the key-term check
 (`method.keyterms`) on or off for that method; without it the method's default for the model
@@ -241,6 +243,14 @@ def _nli(spec: MethodSpec, ctx: BuildContext) -> Detector:
     return NLIChunkDetector(label, model, chunk_tokens=chunk, threshold=threshold)
 
 
+def _earliest_stage(spec: MethodSpec, ctx: BuildContext) -> Detector:
+    from .stage_baseline import DEFAULT_COVERAGE, EarliestStageDetector
+
+    coverage = float(spec.get("coverage", str(DEFAULT_COVERAGE)) or DEFAULT_COVERAGE)
+    label = "Earliest stage" + ("" if coverage == DEFAULT_COVERAGE else f" coverage={coverage:g}")
+    return EarliestStageDetector(label, coverage=coverage)
+
+
 def _sirg(spec: MethodSpec, ctx: BuildContext) -> Detector:
     try:
         from .sirg.detector import sirg_from_spec
@@ -257,6 +267,7 @@ register_method("direct", _direct)
 register_method("g2l", _g2l)
 register_method("nli", _nli, uses_model=False)  # a local NLI model, not the run's model
 register_method("sirg", _sirg, uses_model=False)  # its own white-box model (``model=``)
+register_method("earliest-stage", _earliest_stage, uses_model=False)  # word coverage, no model
 
 
 def build_method(spec: MethodSpec | str, ctx: BuildContext) -> Detector:

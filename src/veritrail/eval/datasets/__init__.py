@@ -10,6 +10,7 @@
   VeriTrail paper, not public at the time of writing).
 * `reviewed`: the claims people reviewed in run directories (``reviewed:PATH``), the reviewed
   verdict as the gold label (docs/runs.md).
+* `injected`: hallucinations planted by `veritrail inject` (``injected:DIR``; docs/inject.md).
 
 `open_dataset` opens any of them by path, guessing which reader to use. Every public name is
 importable from here: ``from veritrail.eval.datasets import open_dataset, EvalDataset``.
@@ -56,7 +57,8 @@ def open_dataset(
     """Open a dataset by path: our format, a WiCE claim file, FABLES.json, or a layout directory.
 
     ``wice:PATH`` / ``fables:PATH`` / ``layout:DIR`` / ``veritrail:PATH`` (our format) force a
-    reader (``reviewed:PATH``, reviewed runs, is never guessed); otherwise it is guessed
+    reader (``reviewed:PATH``, reviewed runs, and ``injected:DIR``, `veritrail inject`'s
+    output, are never guessed); otherwise it is guessed
     from the file name and content.
     """
     kind, _, rest = spec.partition(":")
@@ -64,6 +66,10 @@ def open_dataset(
         from .reviewed import reviewed_dataset
 
         return reviewed_dataset(rest)
+    if kind == "injected" and rest:
+        from .injected import injected_dataset
+
+        return injected_dataset(rest)
     if kind in ("wice", "fables", "layout", "veritrail") and rest:
         path = Path(rest)
     else:
