@@ -17,6 +17,7 @@ from typing import Any
 
 from .dag import Dag
 from .errors import InputProblem
+from .lm.demo import DEMO_LABEL, is_demonstration
 from .method.claims import claim_from_json, claim_to_json
 from .records import (
     ClaimResult,
@@ -33,13 +34,46 @@ from .records import (
 from .textio import atomic_write_text as atomic_write_text  # written here first; kept importable
 
 REPORT_FORMAT = "veritrail-report"
-REPORT_VERSION = 2
+REPORT_VERSION = 3
 """The version this code writes. 2 added a claim's optional ``review`` object (a person's
-verdict beside the model's: `veritrail.runs.reviews`); nothing else changed, so a version 1
-report is a version 2 report without reviews (docs/report.md, "Versions")."""
+verdict beside the model's: `veritrail.runs.reviews`); 3 added the top-level ``model_kind`` and
+``model_label`` (whether a judge, the embedded model or a demonstration made the verdicts). An
+older report reads as a newer one without those fields (docs/report.md, "Versions");
+`report_model_kind` derives the kind from the model's name for it."""
 
-READABLE_VERSIONS = (1, 2)
+READABLE_VERSIONS = (1, 2, 3)
 """The versions `load_report` accepts."""
+
+
+MODEL_LABELS = {
+    "demonstration": DEMO_LABEL,
+    "embedded": "embedded small model, for trying the tool, not a judge",
+    "oracle": "verdicts read from an oracle file, no model",
+    "judge": None,
+}
+"""`model_kind` -> the words shown beside every verdict it made (none for a judge)."""
+
+
+def model_kind(model: str | None) -> str:
+    """What made a report's verdicts: ``"demonstration"`` (`demo/...`, or a model named
+    ``.../demo...`` such as the loopback word-overlap server served as ``openai/demo-overlap``),
+    ``"embedded"`` (`local/...`, the small bundled model), ``"oracle"`` (verdicts from a file)
+    or ``"judge"`` (any other model). Decided by name alone, so an old report gets the same
+    answer as a new one."""
+    name = str(model or "")
+    if is_demonstration(name) or name.split("/", 1)[-1].startswith("demo"):
+        return "demonstration"
+    if name.startswith("local/"):
+        return "embedded"
+    if name == "oracle":
+        return "oracle"
+    return "judge"
+
+
+def report_model_kind(report: Mapping[str, Any]) -> tuple[str, str | None]:
+    """(kind, label) of a report: its own fields (version 3), else derived from its model."""
+    kind = report.get("model_kind") or model_kind(report.get("model"))
+    return str(kind), report.get("model_label", MODEL_LABELS.get(str(kind)))
 
 
 class ReportFormatError(InputProblem, ValueError):
@@ -230,6 +264,9 @@ def build_report(
         "format": REPORT_FORMAT,
         "version": REPORT_VERSION,
         "model": model,
+        # Said in the report itself so that no reader mistakes a demonstration for a verdict.
+        "model_kind": model_kind(model),
+        "model_label": MODEL_LABELS[model_kind(model)],
         "config": dict(config),
         "dag": {
             "path": dag_path,

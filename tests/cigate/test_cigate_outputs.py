@@ -38,6 +38,12 @@ SARIF_SCHEMA = FIXTURES / "sarif" / "sarif-schema-2.1.0.json"
 
 NASTY = 'Scrooge ]]> </failure> <script>alert("x")</script> & &amp; \x1b[31m \x00 \x0b end'
 
+C3_LINE = (
+    "  c3: Scrooge painted over Marley's name on the warehouse door. "
+    "(error stage 2, node summary-2)"
+)
+"""The summary's line for the quick start's unsupported claim: the stage and the blamed node."""
+
 
 def invoke(*args: str) -> Result:
     return CliRunner().invoke(cli, list(args), catch_exceptions=False)
@@ -128,9 +134,7 @@ def test_summary_names_unsupported_claims_when_the_run_passes(quickstart: dict[s
     res = quickstart["res"]
     assert res.exit_code == 0
     assert "1 of 4 claims are Not Fully Supported:" in res.output
-    assert "  c3: Scrooge painted over Marley's name on the warehouse door. (error stage 2)" in (
-        res.output
-    )
+    assert C3_LINE in res.output
 
 
 def test_quiet_names_unsupported_claims_only_when_they_fail_the_gate(tmp_path: Path) -> None:
@@ -140,9 +144,7 @@ def test_quiet_names_unsupported_claims_only_when_they_fail_the_gate(tmp_path: P
     failing = invoke(*oracle_args(tmp_path / "b", "--quiet", "--max-unsupported", "0"))
     assert failing.exit_code == 1
     assert "gate failed: 1 of 4 claims (25.0%)" in failing.output
-    assert "  c3: Scrooge painted over Marley's name on the warehouse door. (error stage 2)" in (
-        failing.output
-    )
+    assert C3_LINE in failing.output
 
 
 def nasty_report(report: dict[str, Any]) -> dict[str, Any]:
@@ -294,7 +296,7 @@ def test_batch_names_each_jobs_unsupported_claims(
     ]
     manifest = tmp_path / "manifest.jsonl"
     manifest.write_text("".join(json.dumps(j) + "\n" for j in lines))
-    named = "  c3: Scrooge painted over Marley's name on the warehouse door. (error stage 2)"
+    named = C3_LINE
     loud = invoke("batch", str(manifest))
     assert loud.exit_code == 0, loud.output
     for k in range(2):

@@ -18,7 +18,7 @@ from typing import Any
 from ..display import shorten
 from ..records import Verdict
 from ..redaction import redact_obj
-from ..report import blamed_nodes
+from ..report import blamed_nodes, report_model_kind
 
 TOOL_NAME = "veritrail"
 
@@ -87,6 +87,9 @@ class GateInput:
     dag_text: str | None = None
     """The DAG file's text, to find the line of a node (annotations on the node)."""
     properties: tuple[tuple[str, str], ...] = ()
+    model_label: str | None = None
+    """What a verdict of a model that is not a judge is labelled ("demonstration, not a
+    judge": report.model_label), shown beside every finding; None for a judge."""
 
     @property
     def reported(self) -> tuple[Finding, ...]:
@@ -176,8 +179,12 @@ def report_input(
     dag_path = str((report.get("dag") or {}).get("path") or "")
     model = report.get("model")
     model_name = model.get("name", "") if isinstance(model, Mapping) else model
-    props = [("model", str(model_name or "")), ("dag", dag_path)]
+    kind, label = report_model_kind(report)
+    # An oracle run is a test fixture, not a verdict anyone mistakes for a judge's.
+    label = label if kind in ("demonstration", "embedded") else None
+    props = [("model", str(model_name or "")), ("model_label", label or ""), ("dag", dag_path)]
     return GateInput(
+        model_label=label,
         name=name or dag_path or "veritrail",
         findings=report_findings(report),
         dag_uri=dag_uri if dag_uri is not None else (dag_path or None),

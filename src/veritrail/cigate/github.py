@@ -33,6 +33,8 @@ def annotation(gi: GateInput, f: Finding) -> str:
         title = f"Not Fully Supported: claim {f.claim_id} ({f.where})"
     else:
         title = f"{RULES[f.kind][1]}: claim {f.claim_id}"
+    if gi.model_label:
+        title += f" [{gi.model_label}]"
     props = []
     if gi.dag_uri:
         props.append(f"file={escape_property(gi.dag_uri)}")

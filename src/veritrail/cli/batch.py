@@ -320,5 +320,5 @@ def _name_unsupported(
             f"job {o.id}: {len(claims)} of {o.claims} claims are Not Fully Supported{gate}:",
             err=True,
         )
-        for line in claim_lines(claims):
+        for line in claim_lines(claims, dag=reports[o.id][0].get("dag")):
             click.echo(line, err=True)

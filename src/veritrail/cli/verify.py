@@ -54,12 +54,12 @@ def _execute(job: Job, *, quiet: bool, progress: Any, ci: CiTargets) -> None:
     from ..run.progress import print_outcome, print_summary
 
     if not quiet:
-        if job.model_name.startswith("local/"):
-            click.echo(
-                "note: the embedded local model is small; it is for trying the tool, "
-                "not for real verdicts.",
-                err=True,
-            )
+        from ..report import MODEL_LABELS, model_kind
+
+        label = MODEL_LABELS[model_kind(job.model_name)] if not job.oracle_path else None
+        if label is not None:
+            # Said before the run and again with the verdicts (run.summary.model_line).
+            click.echo(f"note: verdicts by {job.model_name}: {label}.", err=True)
         click.echo(f"run directory: {job.run_dir}", err=True)
     try:
         with job_errors():

@@ -24,6 +24,37 @@ from ..outcome import gate_failures as gate_failures
 from ..records import Verdict
 
 
+def model_line(report: Mapping[str, Any]) -> str:
+    """Who made the verdicts: "verdicts by demo/overlap (demonstration, not a judge)". A report
+    of the embedded or a demonstration model says so wherever it is shown (report.model_kind)."""
+    from ..report import report_model_kind
+
+    _, label = report_model_kind(report)
+    return f"verdicts by {report.get('model', '?')}" + (f" ({label})" if label else "")
+
+
+def rerun_line(report: Mapping[str, Any]) -> str | None:
+    """On a re-run, how many claims the run directory already held and what this run did: the
+    cost table sums every run of the directory, so without this line a run that called nothing
+    reads as one that made all those calls in no time. None on a fresh run."""
+    run = report.get("run") or {}
+    resumed = int(run.get("resumed_claims") or 0)
+    total = int(report.get("summary", {}).get("claims", 0))
+    if resumed <= 0:
+        return None
+    where = f" in {run['run_dir']}" if run.get("run_dir") else " in the run directory"
+    if resumed >= total:
+        # Every claim came from the store, and with it the extracted claims: nothing was asked.
+        return (
+            f"all {total:,} claims were already finished{where}; no model call was made "
+            "(the cost below is what the earlier runs spent)"
+        )
+    return (
+        f"{resumed:,} of {total:,} claims were already finished{where}; {total - resumed:,} "
+        "verified in this run (the cost below includes the earlier runs')"
+    )
+
+
 def summary_tables(report: Mapping[str, Any], *, wall_seconds: float | None = None) -> Group:
     """Verdicts, error stages and cost of a report, as rich tables."""
     s = report["summary"]
@@ -81,7 +112,17 @@ def summary_tables(report: Mapping[str, Any], *, wall_seconds: float | None = No
     )
     if wall_seconds is not None:
         cost.add_row("wall time", fmt_duration(wall_seconds))
-    return Group(verdicts, stages, cost)
+    head: list[Text] = [Text(model_line(report), style="" if _judge(report) else "bold yellow")]
+    again = rerun_line(report)
+    if again is not None:
+        head.append(Text(again, style="bold"))
+    return Group(*head, verdicts, stages, cost)
+
+
+def _judge(report: Mapping[str, Any]) -> bool:
+    from ..report import report_model_kind
+
+    return report_model_kind(report)[0] == "judge"
 
 
 STAGE_ROWS = 10
@@ -182,7 +223,7 @@ def outcome_lines(
     elif unsupported:
         # Named at every exit status, not only when a gate fails: CI logs show which claims.
         lines.append(f"{len(unsupported)} of {len(claims)} claims are Not Fully Supported:")
-    lines.extend(claim_lines(unsupported, limit=limit))
+    lines.extend(claim_lines(unsupported, limit=limit, dag=report.get("dag")))
     return lines
 
 
@@ -193,26 +234,39 @@ def unsupported_claims(report: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     ]
 
 
-def claim_lines(claims: Sequence[Mapping[str, Any]], *, limit: int = 20) -> list[str]:
-    """One indented line per claim (id, text cut to 100 characters, error stage), at most
+def claim_lines(
+    claims: Sequence[Mapping[str, Any]],
+    *,
+    limit: int = 20,
+    dag: Mapping[str, Any] | None = None,
+) -> list[str]:
+    """One indented line per claim (id, text cut to 100 characters, error stage and, with the
+    report's `dag` section, the nodes blamed for it: "error stage 2, node summary-2"), at most
     `limit`, then how many more."""
     from ..redaction import redact
+    from ..report import blamed_nodes
 
+    dag = dag or {}
+    terminal = str(dag.get("terminal") or "")
+    roots = {str(n.get("id")) for n in dag.get("nodes_touched", []) if n.get("is_root")}
     lines = []
     for c in claims[:limit]:
         short = shorten(str(c.get("text", "")), 100)
-        lines.append(f"  {c['id']}: {redact(short)} ({_stage_text(c)})")
+        blamed = blamed_nodes(c, roots, terminal) if dag else ()
+        lines.append(f"  {c['id']}: {redact(short)} ({redact(_stage_text(c, blamed))})")
     if len(claims) > limit:
         lines.append(f"  … and {len(claims) - limit} more (see the report)")
     return lines
 
 
-def _stage_text(claim: Mapping[str, Any]) -> str:
-    """The claim's error stages in words ("error stage 2", "no identifiable error stage")."""
+def _stage_text(claim: Mapping[str, Any], blamed: Sequence[str] = ()) -> str:
+    """The claim's error stages in words, with the blamed nodes ("error stage 2, node summary-2",
+    "no identifiable error stage")."""
     stages = [str(s) for s in claim.get("error_stages") or []]
     if not stages:
         return "no identifiable error stage"
-    return f"error stage{'s' if len(stages) > 1 else ''} {', '.join(stages)}"
+    nodes = f", node{'s' if len(blamed) > 1 else ''} {', '.join(blamed)}" if blamed else ""
+    return f"error stage{'s' if len(stages) > 1 else ''} {', '.join(stages)}{nodes}"
 
 
 def print_outcome(
