@@ -105,6 +105,12 @@ VARIABLES: tuple[Variable, ...] = (
         "`postgresql://` URL or a SQLite file ([runs.md](runs.md))",
         "`<runs dir>/index.sqlite`",
     ),
+    Variable(
+        "VERITRAIL_HOOK_TIMEOUT",
+        "seconds each run-end hook (the index of runs among them) is given before the run goes on "
+        "without it",
+        "10",
+    ),
 )
 """Every variable veritrail reads (docs/running.md, "Environment variables")."""
 

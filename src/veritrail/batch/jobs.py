@@ -8,7 +8,6 @@ which records it in its job's run store at once (the same durable run directory 
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +19,8 @@ from ..errors import InputProblem, RunFailure
 from ..method.config import VerifyConfig, fit_to_context, model_context_window
 from ..outcome import exit_status, gate_exceeded
 from ..records import Claim, ClaimResult, Termination, Verdict
-from ..report import atomic_write_text, build_report
+from ..report import atomic_write_text
+from ..run.ending import RunEnd, end_run
 from ..run.fingerprint import file_sha256
 from ..run.inputs import load_job_claims, load_job_dag, run_identity
 from ..run.job import (
@@ -38,7 +38,6 @@ from ..run.settings import SettingsError, resolve_settings
 from ..run.store import (
     REPORT_FILE,
     RunStore,
-    Status,
 )
 from .manifest import ManifestJob
 from .summary import INDEX_FILE, SUMMARY_FILE, JobOutcome
@@ -366,36 +365,21 @@ async def open_store(job: Job, model: Model | None) -> RunStore:
 def finish_job(state: JobState, *, executor: str) -> dict[str, Any]:
     """Build, store and write the job's report (JSON, and HTML when asked)."""
     job, store = state.job, state.store
-    run_info: dict[str, Any] = {
-        "started": state.started_at,
-        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-        "wall_seconds": round(time.perf_counter() - state.started, 3),
-        "run_dir": str(job.run_dir),
-        "resumed_claims": state.resumed,
-        "batch": {"job": job.id, "executor": executor},
-    }
-    if state.notes:
-        run_info["notes"] = sorted(set(state.notes))
-    ext = store.info.extra.get("extraction_cost")
-    if ext:
-        run_info["extraction_cost"] = ext
-    if state.fatal is not None:
-        run_info["fatal"] = state.fatal
-    report = build_report(
-        store.results_in_order(),
-        job.dag,
-        model=job.model.name,
-        config=dataclasses.asdict(state.config),
-        run=run_info,
-        dag_path=job.dag_path,
+    ended = end_run(
+        job,
+        store,
+        state.config,
+        RunEnd(
+            started=state.started_at,
+            wall_seconds=time.perf_counter() - state.started,
+            resumed_claims=state.resumed,
+            notes=tuple(state.notes),
+            fatal=state.fatal,
+            batch={"job": job.id, "executor": executor},
+        ),
+        model_name=job.model.name,
     )
-    from ..runs.index import index_finished_run
-    from ..runs.reviewing import report_with_reviews
-
-    report = report_with_reviews(report, job.run_dir)  # as `veritrail verify` writes it
-    stored = store.write_report(report)
-    store.set_status(Status.COMPLETE)
-    index_finished_run(job.run_dir, job.settings.runs_dir)
+    report, stored = ended.report, ended.report_file
     assert job.out_path is not None  # every job of a batch has its report file
     job.out_path.parent.mkdir(parents=True, exist_ok=True)
     # The run directory's copy is written exactly as `report.write_report` writes (redacted,

@@ -25,6 +25,7 @@ from ..records import Claim, ClaimResult, Termination
 from ..redaction import redact
 from ..report import atomic_write_text, build_report, write_report
 from .build import build_model, job_steps
+from .ending import RunEnd, end_run
 from .fingerprint import stored_settings
 from .spec import PARTIAL_REPORT, ClaimExtractionError, Job, JobInputError
 from .store import (
@@ -357,40 +358,21 @@ async def _run_job(
         finally:
             ticker.cancel()
             progress.close()
-        run_info: dict[str, Any] = {
-            "started": started,
-            "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-            "wall_seconds": round(time.perf_counter() - t0, 3),
-            "run_dir": str(job.run_dir),
-            "resumed_claims": len(finished),
-            # The gate this run applied, so that a loaded report's exit_code is the run's.
-            "max_unsupported": job.settings.max_unsupported,
-        }
-        ext = store.info.extra.get("extraction_cost")
-        if ext:
-            run_info["extraction_cost"] = ext
-        if model is not None and model.notes:
-            run_info["notes"] = list(model.notes)
-        if state.fatal is not None:
-            run_info["fatal"] = state.fatal
-        report = build_report(
-            store.results_in_order(),
-            job.dag,
-            model=job.model_name,
-            config=dataclasses.asdict(config),
-            run=run_info,
-            dag_path=job.dag_path,
+        ended = end_run(
+            job,
+            store,
+            config,
+            RunEnd(
+                started=started,
+                wall_seconds=time.perf_counter() - t0,
+                resumed_claims=len(finished),
+                notes=tuple(model.notes) if model is not None else (),
+                fatal=state.fatal,
+            ),
+            model_name=job.model_name,
         )
-        from ..runs.index import index_finished_run
-        from ..runs.reviewing import report_with_reviews
-
-        # People's reviews of this run's claims (`veritrail review`) stay in its report.
-        report = report_with_reviews(report, job.run_dir)
-        state.report_file = store.write_report(report)
-        errored = report["summary"]["verdicts"].get("error", 0)
-        store.set_status(Status.INCOMPLETE if errored else Status.COMPLETE)
-        # Best effort (never fails the run): the index is a cache of the run directories.
-        index_finished_run(job.run_dir, job.settings.runs_dir)
+        state.report_file = ended.report_file
+        report = ended.report
         return report
     finally:
         ticker.cancel()
