@@ -35,7 +35,8 @@ class Kind(StrEnum):
 
 
 # Capitalised words that begin sentences or clauses without naming anything: a capitalised
-# word is a name only if it is not one of these and occurs somewhere not at a sentence start.
+# run is a name only if its first word is not one of these and, for a single word, it is not at
+# a sentence start.
 _NOT_NAMES = frozenset(
     [
         "a",
@@ -131,13 +132,15 @@ _NOT_NAMES = frozenset(
         "part",
         "book",
         "title",
+        "data",
         "summary",
         "community",
         "report",
     ]
 )
 
-_NAME = re.compile(r"\b[A-Z][a-z]+(?:[ -][A-Z][a-z]+)*\b")
+# "Soo-jin" is one name, not "Soo": a run followed by a hyphen and a lower-case letter is none.
+_NAME = re.compile(r"\b[A-Z][a-z]+(?:[ -][A-Z][a-z]+)*\b(?!-[a-z])")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;\"“(]\s*|\n\s*)$")
 
 
@@ -146,7 +149,8 @@ class Vocabulary:
     """What the DAG's text offers the perturbations: its names and its lower-cased words."""
 
     names: tuple[str, ...]
-    """Names found in the DAG (sorted): capitalised word runs seen at least twice mid-sentence."""
+    """Names found in the DAG (sorted): capitalised word runs seen at least twice (single words
+    mid-sentence only)."""
     words: frozenset[str]
     """Every lower-cased word of every node."""
 
@@ -173,6 +177,8 @@ def _is_name(candidate: str, text: str, start: int) -> bool:
     first = candidate.split()[0].split("-")[0].lower()
     if first in _NOT_NAMES or len(candidate) < 3:
         return False
+    if len(candidate.split()) > 1 or "-" in candidate:
+        return True  # two capitalised words in a row name something, even opening a sentence
     before = text[max(0, start - 3) : start]
     return not before.endswith(("'", "’")) and not _SENTENCE_START.search(before)
 
