@@ -265,3 +265,22 @@ def test_each_job_on_ray_uses_its_own_prompt_dir(ray_session: str, here: Path) -
     assert code == 0, out
     marked = [s for s in systems if MARK in s]
     assert marked and len(systems) == 2 * len(marked), (len(systems), len(marked))
+
+
+def test_a_ray_job_ends_as_verify_ends(ray_session: str, here: Path) -> None:
+    """The run contract (tests/run/test_run_ending.py) on Ray: a job's report records the gate it
+    applied, so the loaded report's exit code is the batch's, and run.json says `complete`."""
+    import veritrail
+    from veritrail.run.store import RUN_FILE
+
+    manifest = write_jobs(here, 1, 0, oracle=True)
+    code, out = batch(
+        str(manifest), "--executor", "ray", "--runs-dir", "runs-ray", "--max-unsupported", "0.1"
+    )
+    assert code == 1, out
+    report = here / "reports" / "job0.json"
+    doc = json.loads(report.read_text())
+    assert doc["run"]["max_unsupported"] == 0.1 and doc["run"]["batch"]["executor"] == "ray"
+    assert veritrail.load_report(report).exit_code == 1
+    run_json = json.loads((Path(doc["run"]["run_dir"]) / RUN_FILE).read_text())
+    assert run_json["status"] == "complete"

@@ -211,6 +211,7 @@ def batch(
             outputs=[(f"job {j.id}'s report", j.out_path) for j in jobs]
             + [(f"job {j.id}'s HTML report", j.html_path) for j in jobs]
             + [(name, Path(summary_dir) / name) for name in (SUMMARY_FILE, INDEX_FILE)],
+            run_dirs=[j.run_dir for j in jobs],
         )
     reports: dict[str, Any] = {}
     # Batch-wide settings are the same in every job (the manifest cannot set them per job).

@@ -185,6 +185,12 @@ RUN_OPTIONS: list[Callable[[Any], Any]] = [
         help="The question the final output answered (context for claim extraction without "
         "--claims)",
     ),
+    _setting(
+        "--extraction",
+        type=click.Choice(["batched", "per-sentence"]),
+        help="Claim extraction without --claims: each stage over many sentences per call, or "
+        "per-sentence (three calls a sentence, the paper's form; docs/extraction.md)",
+    ),
     _text(
         "--decomposer",
         metavar="SPEC",
@@ -233,6 +239,11 @@ RUN_OPTIONS: list[Callable[[Any], Any]] = [
         f"{default_text('sample_temperature')}, a file/environment setting)",
     ),
     _setting("--threshold", help="Soft prediction: votes needed"),
+    _setting(
+        "--claims-per-prompt",
+        help="Shared prompts: claims that need the same step over the same text share one "
+        "prompt, up to this many; 1 = one claim per prompt, as in the paper (docs/method.md)",
+    ),
     _setting(
         "--term-check/--no-term-check",
         "term_check",
@@ -336,9 +347,12 @@ def check_ci_outputs(
     inputs: Sequence[tuple[str, str]],
     outputs: Sequence[tuple[str, Path | None]] = (),
     create: bool = True,
+    run_dirs: Sequence[Path] = (),
 ) -> None:
     """Refuse CI output files as `--out` is refused (`JobInputError`, exit 2, before any model
-    call): an input, a directory, the same file as another output, or unwritable.
+    call): an input, a directory, the same file as another output, unwritable, or one of the
+    files a run keeps in its run directory (`run_dirs`: run.json, results.jsonl, the lock, ...;
+    overwriting one would make the run unreadable or lose its finished claims).
 
     `outputs` are the command's own files (checked by the command itself): here they are only
     compared with the CI files, and nothing is created for them (a batch creates a job's report
@@ -347,6 +361,10 @@ def check_ci_outputs(
 
     if not targets.files():
         return
+    from ..run.inputs import check_not_run_files
+
+    for run_dir in run_dirs:
+        check_not_run_files(run_dir, targets.files())
     own = [(flag, p) for flag, p in outputs if p is not None]
     check_output_files(own + targets.files(), inputs, create=False)
     check_output_files(targets.files(), inputs, create=create)

@@ -137,7 +137,9 @@ def run_command(options: Mapping[str, Any], inputs: Callable[[], Mapping[str, An
             create_dirs=not dry_run,
         )
         outs = [("--out", job.out_path), ("--html", job.html_path)]
-        check_ci_outputs(ci, inputs=job.inputs, outputs=outs, create=not dry_run)
+        check_ci_outputs(
+            ci, inputs=job.inputs, outputs=outs, create=not dry_run, run_dirs=[job.run_dir]
+        )
     if dry_run:
         print_dry_run(job)
         return

@@ -25,7 +25,7 @@ from .settings import (
     resolve_settings,
 )
 from .spec import DAG_FILE, HTML_BESIDE, RUN_DIR_FILES, InMemoryDag, Job, JobInputError
-from .store import CLAIMS_FILE, REPORT_FILE, default_run_dir
+from .store import CLAIMS_FILE, LOCK_FILE, REPORT_FILE, RUN_FILE, default_run_dir
 
 if TYPE_CHECKING:
     pass
@@ -223,6 +223,22 @@ def run_dir_files(
     return [run_dir / n for n in names]
 
 
+RUN_OWNED_FILES = (*RUN_DIR_FILES, DAG_FILE, "reviews.jsonl", "report.html")
+"""Every file a run directory may hold (its own files, a DAG given in memory, people's reviews,
+the HTML report `veritrail review` re-renders): no other output may be one of them."""
+
+
+def check_not_run_files(run_dir: Path, outs: Sequence[tuple[str, Path]]) -> None:
+    """Refuse (`JobInputError`) an output (a CI file) that is one of `run_dir`'s own files."""
+    for flag, path in outs:
+        for name in RUN_OWNED_FILES:
+            if same_file(path, run_dir / name):
+                raise JobInputError(
+                    f"{flag} {path} is the run's own {name} in {run_dir}; give another name "
+                    "(writing it there would break the run)"
+                )
+
+
 def check_run_dir(
     run_dir: Path,
     inputs: Sequence[tuple[str, str]],
@@ -238,6 +254,14 @@ def check_run_dir(
     outputs (`outs`, (label, path)) that are one of them; `--out` may be the run's own
     `report.json` (the same report is written there)."""
     own = run_dir_files(run_dir, dag_in_memory=dag_in_memory, new_run=new_run)
+    if new_run and run_dir.is_dir() and not (run_dir / RUN_FILE).exists():
+        # Not a run directory (yet): a file of the user's that the run would write over.
+        theirs = [n for n in RUN_OWNED_FILES if n != LOCK_FILE and (run_dir / n).exists()]
+        if theirs:
+            raise JobInputError(
+                f"{label} {run_dir} is not a run directory (no {RUN_FILE}) and holds "
+                f"{', '.join(theirs)}, which the run would overwrite; give a new or empty directory"
+            )
     for f in own:
         for what, given in inputs:
             if same_file(f, Path(given)):
