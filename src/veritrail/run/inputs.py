@@ -384,6 +384,14 @@ def prepare_job(
         raise JobInputError(f"oracle file {oracle_path} not found")
     check_oracle_alone(settings, oracle_path is not None)
     name = model_name(settings, oracle_path)
+    if create_dirs and name.startswith("local/"):
+        # A core install has no embedded model: say so once, before any work (exit 2), rather
+        # than let every claim fail with the same warning. A dry run calls nothing: no check.
+        from ..lm.local_weights import missing_model
+
+        missing = missing_model(name.removeprefix("local/"))
+        if missing is not None:
+            raise JobInputError(missing)
     if settings.prompt_dir:
         check_prompt_dir(settings.prompt_dir)
     fp, rdir = run_identity(dag_sha, the_claims, name, settings, oracle_path, run_dir, name_for_dir)

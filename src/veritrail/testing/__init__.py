@@ -21,7 +21,7 @@ from .fake_openai_server import (
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("assert_supported", "failure_message"):
+    if name in ("assert_supported", "failure_message", "NotAJudgeWarning"):
         from . import assertions
 
         return getattr(assertions, name)
@@ -33,6 +33,7 @@ __all__ = [
     "FakeOpenAIServer",
     "Fault",
     "FaultKind",
+    "NotAJudgeWarning",
     "assert_supported",
     "count_tokens",
     "default_responder",

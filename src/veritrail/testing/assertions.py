@@ -4,10 +4,20 @@ It runs `veritrail.check` and fails the way `veritrail check --max-unsupported R
 non-zero: when the share of claims judged Not Fully Supported is above `max_unsupported`
 (default 0: every claim must be supported), or when a claim could not be verified. Inconclusive
 claims do not fail it (as they do not fail the CLI's gate); `report.inconclusive` lists them.
+
+Which model judged is never left unsaid (issue 43): the failure message starts with the model and,
+for the embedded model or a demonstration model, its label ("demonstration, not a judge"); and
+when the verdicts come from one of those, a `NotAJudgeWarning` says so once per model and
+process. Decision: warn rather than require a model, so that the quick start's keyless
+`--model demo/overlap` and a laptop's embedded model still run the example; pytest lists the
+warning in its summary, so a suite that silently fell back to the embedded model is seen to.
+Without the embedded model installed, no model configured is bad input (`JobInputError`, the
+same one line as `veritrail check`'s).
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from ..api import PathLike, SourcesLike, _source_texts, check
@@ -19,6 +29,37 @@ MAX_LISTED = 20
 
 EVIDENCE_SHOWN = 3
 """Evidence sentences shown per claim."""
+
+
+class NotAJudgeWarning(UserWarning):
+    """`assert_supported`'s verdicts came from the embedded or a demonstration model."""
+
+
+_warned: set[str] = set()
+"""Models `NotAJudgeWarning` was already given for (once per model and process)."""
+
+
+def model_words(report: Report) -> str:
+    """ "model demo/overlap (demonstration, not a judge)", or "model openai/gpt-4o"."""
+    from ..report import report_model_kind
+
+    _, label = report_model_kind(report)
+    return f"model {report.get('model', '?')}" + (f" ({label})" if label else "")
+
+
+def _warn_not_a_judge(report: Report) -> None:
+    from ..report import report_model_kind
+
+    kind, label = report_model_kind(report)
+    name = str(report.get("model", "?"))
+    if kind in ("demonstration", "embedded") and name not in _warned:
+        _warned.add(name)
+        warnings.warn(
+            f"assert_supported: verdicts by {name}, {label}; give model= or set "
+            "VERITRAIL_MODEL to a judge model for verdicts that mean something",
+            NotAJudgeWarning,
+            stacklevel=3,
+        )
 
 
 def assert_supported(
@@ -38,6 +79,7 @@ def assert_supported(
     that could not be verified with its error. Bad input raises `veritrail.JobInputError`.
     """
     report = check(answer, sources, model=model, max_unsupported=max_unsupported, **settings)
+    _warn_not_a_judge(report)
     if report.ok:
         return report
     raise AssertionError(failure_message(report, sources))
@@ -47,7 +89,7 @@ def failure_message(report: Report, sources: SourcesLike | None = None) -> str:
     """The `assert_supported` failure text for `report` (`sources` for the nearest sentences
     of claims that found no evidence)."""
     s = report.summary
-    lines: list[str] = []
+    lines: list[str] = [f"veritrail, {model_words(report)}:"]
     if report.unsupported and report.max_unsupported is not None:
         allowed = report.max_unsupported
         lines.append(
@@ -125,4 +167,4 @@ def _nearest(claim: str, pool: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return [pool[i] for _, score, i in hits if score > 0]
 
 
-__all__ = ["assert_supported", "failure_message"]
+__all__ = ["NotAJudgeWarning", "assert_supported", "failure_message", "model_words"]
