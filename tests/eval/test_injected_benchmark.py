@@ -1,0 +1,101 @@
+"""The shipped benchmark (benchmarks/injected/, issue 39): rebuilt byte for byte from the real
+data, and a slice evaluated with the demonstration model and the stage baseline (counted,
+deterministic figures). The full figures are in docs/evaluation.md."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from veritrail.cli.main import cli
+from veritrail.lm.demo import DEMO_LABEL
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "benchmarks" / "injected"
+SHARED = ROOT.parent / "shared" / "data"
+
+
+def eval_json(target: Path, *methods: str) -> dict[str, Any]:
+    args = ["eval", f"injected:{target}", "--model", "demo/overlap", "--cache", "off"]
+    for m in methods:
+        args += ["--method", m]
+    r = CliRunner().invoke(cli, [*args, "--quiet", "--format", "json", "--bootstrap", "200"])
+    assert r.exit_code == 0, r.output
+    doc: dict[str, Any] = json.loads(r.stdout)
+    return doc
+
+
+def test_the_benchmark_holds_what_its_readme_says() -> None:
+    manifests = sorted(BENCH.glob("*/injected.json"))
+    assert [m.parent.name for m in manifests] == [
+        "booookscore-hier-catfish-rolling",
+        "booookscore-hier-the-survivalists",
+        "booookscore-inc-catfish-rolling",
+        "graphrag-report-84",
+        "quickstart",
+    ]
+    variants = [v for m in manifests for v in json.loads(m.read_text("utf-8"))["variants"]]
+    assert len(variants) == 32
+    size = sum(p.stat().st_size for p in BENCH.rglob("*") if p.is_file())
+    assert size < 400_000, "keep the committed benchmark small"
+
+
+def test_slice_with_the_demonstration_model_and_the_stage_baseline() -> None:
+    doc = eval_json(BENCH / "quickstart", "earliest-stage", "veritrail:q=1")
+    assert doc["label"] == f"demo/overlap: {DEMO_LABEL}"
+    assert (doc["injected_claims"], doc["untouched_claims"]) == (8, 24)
+    assert doc["injected_by_kind"] == {"entity-swap": 3, "fabricated": 3, "negation": 2}
+    assert doc["injected_by_stage"] == {"2": 6, "3": 2}
+    base, vt = doc["methods"]
+    # The stage baseline: no model, counted figures.
+    assert base["method"] == "Earliest stage" and base["calls_per_claim"] == 0
+    assert (base["recall"]["k"], base["recall"]["n"]) == (6, 8)
+    assert {k: v["k"] for k, v in base["recall_by_kind"].items()} == {
+        "entity-swap": 2,
+        "fabricated": 3,
+        "negation": 1,
+    }
+    assert (base["stage_accuracy"]["k"], base["stage_accuracy"]["n"]) == (6, 6)
+    assert base["node_accuracy"]["k"] == 6
+    assert (base["false_alarm_rate"]["k"], base["false_alarm_rate"]["n"]) == (0, 24)
+    # VeriTrail with the word-overlap model: every injected claim caught, each with a stage.
+    assert vt["method"] == "VeriTrail q=1" and vt["calls_per_claim"] > 0
+    assert (vt["recall"]["k"], vt["recall"]["n"]) == (8, 8)
+    assert vt["localised"] == 8
+    assert vt["stage_accuracy"]["k"] + vt["too_early"]["k"] + vt["too_late"]["k"] == 8
+    assert eval_json(BENCH / "quickstart", "earliest-stage", "veritrail:q=1") == doc
+
+
+@pytest.mark.skipif(
+    not (SHARED / "booookscore").is_dir()
+    or not (SHARED / "graphrag").is_dir()
+    or importlib.util.find_spec("pyarrow") is None,
+    reason="shared/data or pyarrow not present",
+)
+def test_the_build_is_byte_identical(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "build_injected.py"),
+            "--data",
+            str(SHARED),
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+    def files(d: Path) -> dict[str, bytes]:
+        return {p.relative_to(d).as_posix(): p.read_bytes() for p in d.rglob("*") if p.is_file()}
+
+    assert files(tmp_path) == {k: v for k, v in files(BENCH).items() if k != "README.md"}
