@@ -34,6 +34,7 @@ INTERNAL = {
     "veritrail.run.plugins.PluginStepError",
     # no JSON / no usable tree in a reply: the model layer or G2L re-asks, then records it
     "veritrail.lm.jsonparse.JsonReplyError",
+    "veritrail.lm.jsonparse.CutReplyError",
     "veritrail.detectors.g2l.tree.TreeError",
     # the scripted provider ran out of replies: a bug in a test, meant to fail loudly
     "veritrail.lm.fake.ScriptExhaustedError",

@@ -15,7 +15,7 @@ from lm_helpers import FAST_RETRY
 
 from veritrail.lm.base import GenerateConfig, Message
 from veritrail.lm.capabilities import CapabilityStore
-from veritrail.lm.jsonparse import JsonReplyError, parse_json_reply, parse_strict
+from veritrail.lm.jsonparse import CutReplyError, JsonReplyError, parse_json_reply, parse_strict
 from veritrail.lm.model import DEFAULT_MAX_REASKS, Model, reask_temperature
 from veritrail.lm.openai import OpenAIProvider
 from veritrail.redaction import register_secret
@@ -54,15 +54,55 @@ def _model(srv: FakeOpenAIServer, **kw: Any) -> Model:
 @pytest.mark.parametrize(
     ("text", "value"),
     [
-        ('{"ids": [1, 2', {"ids": [1, 2]}),  # cut off mid-object
         ("{'ids': [1]}", {"ids": [1]}),  # single quotes
         ('Sure! {"ids": [1,],} Hope that helps.', {"ids": [1]}),
-        ('```json\n{"ids": [4]\n```', {"ids": [4]}),
-        ("[1, 2", [1, 2]),
+        ("```json\n{ids: [4]}\n```", {"ids": [4]}),  # unquoted key
+        ('{"a": 1 "b": [2 3]}', {"a": 1, "b": [2, 3]}),  # missing commas between whole values
+        ('{"ids": [1]} and then {"ids": [2', {"ids": [1]}),  # a whole value before a cut one
     ],
 )
 def test_repair_reads_what_strict_parsing_cannot(text: str, value: Any) -> None:
     assert parse_json_reply(text) == value
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"ids": [1, 2',  # cut off mid-object
+        "[1, 2",
+        '{"claims": ["It w',  # closing the string would make the claim "It w"
+        '```json\n{"ids": [4]\n```',  # the fence closed, the object did not
+        'Here: {"a": "{}", "b": "xy',  # the balanced "{}" is inside the cut value's string
+        '{"outer": {"inner": 1}, "reasoning": "Because th',  # a whole nested object inside
+    ],
+)
+def test_a_cut_reply_is_never_completed(text: str) -> None:
+    with pytest.raises(CutReplyError):
+        parse_json_reply(text)
+
+
+_STRING_OBJECTS = st.dictionaries(
+    st.text(max_size=8),
+    st.text(max_size=30) | st.lists(st.text(max_size=12), max_size=3),
+    min_size=1,
+    max_size=5,
+)
+
+
+@given(_STRING_OBJECTS, st.data(), st.sampled_from([None, 2]), st.booleans())
+def test_a_cut_object_is_unreadable_or_whole(
+    obj: dict[str, Any], data: st.DataObject, indent: int | None, ascii_only: bool
+) -> None:
+    """Whatever the cut point inside an object of string fields, the parse result is either
+    unreadable or the uncut object: never a fragment of it."""
+    full = json.dumps(obj, indent=indent, ensure_ascii=ascii_only)
+    cut = data.draw(st.integers(min_value=0, max_value=len(full) - 1), label="cut")
+    prose = data.draw(st.sampled_from(["", "Here it is: ", "```json\n"]), label="prose")
+    try:
+        value = parse_json_reply(prose + full[:cut])
+    except JsonReplyError:
+        return
+    assert value == obj
 
 
 @pytest.mark.parametrize(
@@ -141,7 +181,7 @@ async def test_only_a_call_that_fails_every_try_returns_an_error(server: FakeOpe
     assert res.raw == "Not JSON, sorry."
 
 
-async def test_truncated_content_is_repaired_and_still_validated(
+async def test_truncated_content_is_reasked_and_repairs_are_still_validated(
     server: FakeOpenAIServer,
 ) -> None:
     full = json.dumps({"ids": [10, 20, 30, 40, 50, 60]})
@@ -149,12 +189,13 @@ async def test_truncated_content_is_repaired_and_still_validated(
     server.inject(Fault.truncated_content())
     m = _model(server)
     res = await m.generate_json(ASK, schema=SCHEMA, step="s", validate=ids_of)
-    # The half reply '{"ids": [10, 20, 3' was repaired, not re-asked.
-    assert server.count == 1 and res.raw == full[: len(full) // 2]
-    assert res.value is not None and res.value[:2] == [10, 20]
-    assert res.attempts == 1 and res.unreadable == ()
+    # The half reply '{"ids": [10, 20, 3' is cut: re-asked, never completed to [10, 20, 3].
+    assert server.count == 2 and res.raw == full
+    assert res.value == [10, 20, 30, 40, 50, 60]
+    assert res.attempts == 2 and len(res.unreadable) == 1
+    assert res.unreadable[0].startswith("try 1: CutReplyError: reply cut off")
     # Repair never makes an invalid value valid: a repaired non-integer id is still rejected.
-    server.responder = lambda req: '{"ids": ["one", '
+    server.responder = lambda req: "{'ids': ['one']}"
     res = await m.generate_json(
         [Message("user", "other")], schema=SCHEMA, step="t", validate=ids_of
     )

@@ -49,7 +49,7 @@ from .base import (
 )
 from .cache import ResponseCache, cache_key
 from .capabilities import DEFAULT_CAPABILITIES, CapabilityStore
-from .jsonparse import JsonReplyError, parse_json_reply
+from .jsonparse import CutReplyError, JsonReplyError, parse_json_reply
 from .pricing import PriceTable
 from .retry import RetryEvent, RetryPolicy, retry_call
 
@@ -64,6 +64,10 @@ REASK_TEMPERATURE_STEP = 0.2
 """Each re-ask raises the temperature by this much over the previous try ..."""
 REASK_TEMPERATURE_CAP = 1.0
 """... up to this (a request that already asked for more keeps its own temperature)."""
+
+LENGTH = "length"
+"""The `finish_reason` of a reply the provider cut at the token limit."""
+LENGTH_MESSAGE = "reply cut off at the token limit (finish_reason: length); answer more briefly"
 
 _EXCERPT = 120
 """Characters of a bad reply quoted in `StructuredResult.unreadable`."""
@@ -118,6 +122,9 @@ class Generation:
     dollars: float = 0.0
     attempts: int = 1
     """HTTP calls made for this reply (0 for a cache hit)."""
+    finish_reason: str | None = None
+    """Why the provider stopped (``stop``, ``length`` ...), when it said; `generate_json` treats
+    ``length`` as a cut reply."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,7 +352,12 @@ class Model:
                     CallEvent(step, claim, True, 0, hit.input_tokens, hit.output_tokens, 0.0)
                 )
                 return Generation(
-                    hit.text, hit.input_tokens, hit.output_tokens, cached=True, attempts=0
+                    hit.text,
+                    hit.input_tokens,
+                    hit.output_tokens,
+                    cached=True,
+                    attempts=0,
+                    finish_reason=hit.finish_reason,
                 )
 
         async def attempt() -> ModelOutput:
@@ -416,7 +428,12 @@ class Model:
             )
         )
         return Generation(
-            out.text, out.input_tokens, out.output_tokens, dollars=dollars, attempts=attempts
+            out.text,
+            out.input_tokens,
+            out.output_tokens,
+            dollars=dollars,
+            attempts=attempts,
+            finish_reason=out.finish_reason,
         )
 
     async def _generate_structured(
@@ -466,6 +483,9 @@ class Model:
         The best output mode the endpoint supports is used (json_schema → json_object → text,
         detected once per endpoint). A reply is read strictly first, then repaired
         (`lm.jsonparse.parse_json_reply`); the value must still pass `validate`. A reply that
+        is cut -- it ends inside its JSON value, or the provider stopped it for length
+        (`finish_reason == "length"`) -- is unreadable, never completed by the repair: a
+        completed fragment would become a claim or a reasoning nobody wrote. A reply that
         cannot be read is answered with a re-ask that quotes the error, at a higher temperature
         each time (`reask_temperature`), up to `max_reasks` re-asks; every unreadable reply is
         listed in `StructuredResult.unreadable`, also when a later re-ask succeeds. Only when
@@ -484,6 +504,10 @@ class Model:
             all_cached = all_cached and gen.cached
             raw = gen.text
             try:
+                if gen.finish_reason == LENGTH:
+                    # The provider says the reply was cut at the token limit: whatever its text
+                    # reads as, what the model meant to say did not all arrive.
+                    raise CutReplyError(LENGTH_MESSAGE)
                 value = validate(parse_json_reply(raw))
                 return StructuredResult(value, raw, None, attempt, fmt, all_cached, tuple(notes))
             except (JsonReplyError, ValueError, TypeError, KeyError) as exc:
