@@ -26,7 +26,6 @@ from ..dag import Dag, DagValidationError, load_dag
 from ..detectors.base import Detection, Detector, detection_to_json, text_claim, text_dag
 from ..detectors.g2l import (
     G2LConfig,
-    G2LDetector,
     G2LResult,
     G2LStatus,
     Reference,
@@ -236,14 +235,37 @@ def detect(
         source_ids = ids
         source_names = list(all_refs)
         text_name = text_path
+    if spec.kind == "g2l":
+        # The tree options are the method's own options (``g2l:max_depth=4`` is the same).
+        given = dict(spec.options)
+        for key, value in (
+            ("reference_tokens", reference_tokens),
+            ("max_depth", max_depth),
+            ("max_nodes", max_nodes),
+        ):
+            given.setdefault(key, str(value))
+        spec = MethodSpec(spec.kind, tuple(given.items()))
+    model = (
+        _open_model(model_name, base_url=base_url, cache=cache, threads=threads)
+        if method_uses_model(spec.kind)
+        else None
+    )
+    try:
+        built = build_method(
+            spec, BuildContext(model=model, base_config=VerifyConfig(), references=show)
+        )
+    except (ValueError, RuntimeError, OSError) as exc:
+        if model is not None:
+            asyncio.run(model.aclose())
+        _fail(str(exc))
+    found = asyncio.run(_run(built, model, dag, claim))
+    if isinstance(found.native, BaseException):
+        raise found.native  # a model failure ends the command as it always did (cli.main)
     if spec.kind != "g2l":
-        _detect_registered(
+        _write_detection(
+            found,
             spec,
-            dag,
-            claim,
-            open_it=lambda: _open_model(
-                model_name, base_url=base_url, cache=cache, threads=threads
-            ),
+            model,
             text=text,
             text_source=text_name,
             sources=source_names,
@@ -252,23 +274,7 @@ def detect(
             max_unsupported=max_unsupported,
         )
         return
-    try:
-        cfg = G2LConfig(reference_tokens=reference_tokens, max_depth=max_depth, max_nodes=max_nodes)
-    except ValueError as exc:
-        _fail(str(exc))
-    model = _open_model(model_name, base_url=base_url, cache=cache, threads=threads)
-    detector = G2LDetector(model, cfg, references=show)
-
-    async def go() -> Detection:
-        try:
-            (found,) = await detector.detect(dag, [claim])
-            return found
-        finally:
-            await model.aclose()
-
-    found = asyncio.run(go())
-    if isinstance(found.native, BaseException):
-        raise found.native  # a model failure ends the command as it always did (cli.main)
+    assert model is not None  # G2LDetect always calls the model
     result: G2LResult = found.native
     report = g2l_report(
         result,
@@ -312,12 +318,11 @@ def detect(
         sys.exit(int(code))
 
 
-def _detect_registered(
+def _write_detection(
+    found: Detection,
     spec: MethodSpec,
-    dag: Dag,
-    claim: Claim,
+    model: Model | None,
     *,
-    open_it: Callable[[], Model],
     text: str,
     text_source: str,
     sources: Sequence[str],
@@ -325,18 +330,10 @@ def _detect_registered(
     out_path: str,
     max_unsupported: float | None = None,
 ) -> None:
-    """Any registered detector but G2LDetect: build it, detect, write `detect_report`, print the
-    verdict. Exit 0 with a verdict or none, 1 when the text is judged Not Fully Supported and
-    `max_unsupported` is below 1 (the gate over one claim), 3 when the detection records an
-    error (a model failure raised by the detector ends the command as G2LDetect's does)."""
-    model = open_it() if method_uses_model(spec.kind) else None
-    try:
-        built = build_method(spec, BuildContext(model=model, base_config=VerifyConfig()))
-    except (ValueError, RuntimeError, OSError) as exc:
-        _fail(str(exc))
-    found = asyncio.run(_run(built, model, dag, claim))
-    if isinstance(found.native, BaseException):
-        raise found.native
+    """Any detector's result but G2LDetect's (which writes its own report format): write
+    `detect_report`, print the verdict. Exit 0 with a verdict or none, 1 when the text is judged
+    Not Fully Supported and `max_unsupported` is below 1 (the gate over one claim), 3 when the
+    detection records an error."""
     doc = detect_report(
         found,
         method=spec,

@@ -30,7 +30,7 @@ text against its references), except those that need gold labels (the oracle) in
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -39,7 +39,9 @@ from ..method.config import VerifyConfig
 from .base import Detector
 
 if TYPE_CHECKING:  # numpy comes with extras only: `veritrail detect` must load on the core install
+    from ..dag import Dag
     from .embeddings import Embedder
+    from .g2l.references import Reference
 
 _DEFAULT = VerifyConfig()
 
@@ -84,6 +86,9 @@ class BuildContext:
     default_embedder: str = "minilm-onnx"
     token_budget: int | None = None
     seed: int = 0
+    references: Callable[[Dag], Sequence[str | Reference]] | None = None
+    """How G2LDetect shows a DAG's sources to the model (None: its root nodes labelled by id;
+    ``veritrail detect --text --refs`` labels them by file name)."""
 
 
 MethodFactory = Callable[[MethodSpec, BuildContext], Detector]
@@ -220,9 +225,18 @@ def _direct(spec: MethodSpec, ctx: BuildContext) -> Detector:
 
 
 def _g2l(spec: MethodSpec, ctx: BuildContext) -> Detector:
-    from .g2l import G2LDetector
+    """``g2l[:reference_tokens=N,max_depth=N,max_nodes=N]``."""
+    from .g2l import G2LConfig, G2LDetector
 
-    return G2LDetector(_need_model(spec, ctx))
+    base = G2LConfig()
+    config = G2LConfig(
+        reference_tokens=int(spec.get("reference_tokens") or base.reference_tokens),
+        max_depth=int(spec.get("max_depth") or base.max_depth),
+        max_nodes=int(spec.get("max_nodes") or base.max_nodes),
+    )
+    if ctx.references is None:
+        return G2LDetector(_need_model(spec, ctx), config)
+    return G2LDetector(_need_model(spec, ctx), config, references=ctx.references)
 
 
 def _nli(spec: MethodSpec, ctx: BuildContext) -> Detector:
