@@ -77,6 +77,8 @@ def test_figures_from_hand_made_detections() -> None:
     assert r.localised == 3
     assert (r.stage_exact.k, r.too_early.k, r.too_late.k) == (1, 1, 1)
     assert r.node_exact.k == 1
+    assert (r.stage_by_kind["number"].k, r.stage_by_kind["number"].n) == (1, 2)
+    assert (r.stage_by_kind["negation"].k, r.stage_by_kind["negation"].n) == (0, 1)
     assert (r.false_alarm.k, r.false_alarm.n) == (1, 2)
     assert r.calls_per_claim == 2.0
     doc = s.to_json()

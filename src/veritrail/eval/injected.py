@@ -89,6 +89,8 @@ class InjectedRow:
     recall_by_stage: dict[int, Share]
     localised: int
     stage_exact: Share
+    stage_by_kind: dict[str, Share]
+    """Stage accuracy among the localised claims of each kind."""
     too_early: Share
     too_late: Share
     node_exact: Share
@@ -108,6 +110,7 @@ class InjectedRow:
             "recall_by_stage": {str(k): s.to_json() for k, s in self.recall_by_stage.items()},
             "localised": self.localised,
             "stage_accuracy": self.stage_exact.to_json(),
+            "stage_accuracy_by_kind": {k: s.to_json() for k, s in self.stage_by_kind.items()},
             "too_early": self.too_early.to_json(),
             "too_late": self.too_late.to_json(),
             "node_accuracy": self.node_exact.to_json(),
@@ -188,6 +191,7 @@ def summarize_injected(
         }
         exact = early = late = node_ok = 0
         localised = 0
+        kind_exact: dict[str, list[int]] = {kind: [0, 0] for kind in kinds}
         for k, g in injected:
             d = preds[k]
             if k not in caught or d.error_stage_status is not ErrorStageStatus.IDENTIFIED:
@@ -197,8 +201,10 @@ def summarize_injected(
             localised += 1
             gold_stage = int(g.meta["stage"])
             named = set(d.error_stages)
+            kind_exact[str(g.meta["kind"])][1] += 1
             if named == {gold_stage}:
                 exact += 1
+                kind_exact[str(g.meta["kind"])][0] += 1
             elif min(named) < gold_stage:
                 early += 1
             else:
@@ -225,6 +231,7 @@ def summarize_injected(
                 recall_by_stage=by_stage,
                 localised=localised,
                 stage_exact=s(exact, localised),
+                stage_by_kind={kind: s(k_, n_) for kind, (k_, n_) in kind_exact.items()},
                 too_early=s(early, localised),
                 too_late=s(late, localised),
                 node_exact=s(node_ok, localised),
@@ -324,6 +331,18 @@ def recall_rows(summary: InjectedSummary) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def stage_rows(summary: InjectedSummary) -> tuple[list[str], list[list[str]]]:
+    """Stage accuracy per kind (methods that name a stage only)."""
+    kinds = list(summary.by_kind)
+    header = ["method", *kinds]
+    rows = [
+        [r.method, *(_fmt(r.stage_by_kind[k], ci=False) for k in kinds)]
+        for r in summary.rows
+        if r.localised
+    ]
+    return header, rows
+
+
 def _caption(summary: InjectedSummary) -> str:
     kinds = ", ".join(f"{k} {n}" for k, n in summary.by_kind.items())
     stages = ", ".join(f"stage {s}: {n}" for s, n in summary.by_stage.items())
@@ -342,7 +361,15 @@ def render_markdown(summary: InjectedSummary) -> str:
         lines += ["| " + " | ".join(row) + " |" for row in rows]
         return "\n".join(lines) + "\n"
 
-    return _caption(summary) + "\n\n" + md(*table_rows(summary)) + "\n" + md(*recall_rows(summary))
+    return (
+        _caption(summary)
+        + "\n\n"
+        + md(*table_rows(summary))
+        + "\n"
+        + md(*recall_rows(summary))
+        + "\n"
+        + md(*stage_rows(summary))
+    )
 
 
 def render_terminal(summary: InjectedSummary) -> Any:
@@ -361,6 +388,7 @@ def render_terminal(summary: InjectedSummary) -> Any:
     return Group(
         table(_caption(summary), *table_rows(summary)),
         table("recall of injected claims per kind and per gold stage", *recall_rows(summary)),
+        table("stage accuracy per kind (localised claims)", *stage_rows(summary)),
     )
 
 
@@ -372,6 +400,7 @@ __all__ = [
     "render_markdown",
     "render_terminal",
     "share",
+    "stage_rows",
     "summarize_injected",
     "table_rows",
 ]
