@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from veritrail.dag import Dag
@@ -52,36 +53,77 @@ def fenced(text: str, label: str) -> str:
     return m.group(1) if m else ""
 
 
+def _evidence(user: str, claim: str) -> dict[str, Any]:
+    item = re.search(r"Item (\d+)", claim)
+    key = f"item {item.group(1)}" if item else "\0"
+    ids = [
+        int(i)
+        for i, s in re.findall(r"^\[(\d+)\] (.*)$", user, re.M)
+        if key in s.lower() or f"items {key[5:]} " in s.lower()
+    ]
+    return {"selected_ids": ids, "context_ids": [], "summary": f"Mentions {key}.", "missing": ""}
+
+
+def _verdict(claim: str) -> dict[str, Any]:
+    item = re.search(r"Item (\d+)", claim)
+    key = f"item {item.group(1)}" if item else "\0"
+    verdict = "Not Fully Supported" if "lost" in claim else "Fully Supported"
+    return {"reasoning": f"Judged {key}.", "verdict": verdict}
+
+
+def _shared(user: str, answer: Callable[[str], dict[str, Any]], label: str) -> str:
+    """A shared prompt (docs/method.md#shared-prompts): per claim c1..cN, what its own prompt gets."""
+    entries = []
+    k = 1
+    while f"<<< {label} c{k}\n" in user:
+        entries.append({"claim": f"c{k}", **answer(fenced(user, f"{label} c{k}"))})
+        k += 1
+    return json.dumps({"claims": entries})
+
+
 def responder(request: dict[str, Any]) -> str:
     """A deterministic model: evidence = sentences naming the claim's item; verdict by content."""
     msgs = request.get("messages")
     if not msgs:
         return "{}"  # a body cut off by the SIGKILL: nobody is left to read the reply
     system, user = msgs[0]["content"], msgs[-1]["content"]
+    shared = "<<< claim c1\n" in user or "<<< statement c1\n" in user
     if system.startswith("You split factual"):
+        if shared:
+            return _shared(user, lambda text: {"parts": [text]}, "statement")
         return json.dumps({"parts": [fenced(user, "statement")]})
-    claim = fenced(user, "claim")
-    item = re.search(r"Item (\d+)", claim)
-    key = f"item {item.group(1)}" if item else "\0"
     if system.startswith("You find evidence"):
-        ids = [
-            int(i)
-            for i, s in re.findall(r"^\[(\d+)\] (.*)$", user, re.M)
-            if key in s.lower() or f"items {key[5:]} " in s.lower()
-        ]
-        return json.dumps(
-            {"selected_ids": ids, "context_ids": [], "summary": f"Mentions {key}.", "missing": ""}
-        )
+        if shared:
+            return _shared(user, lambda claim: _evidence(user, claim), "claim")
+        return json.dumps(_evidence(user, fenced(user, "claim")))
     if system.startswith("You judge"):
-        verdict = "Not Fully Supported" if "lost" in claim else "Fully Supported"
-        return json.dumps({"reasoning": f"Judged {key}.", "verdict": verdict})
+        if shared:
+            return _shared(user, _verdict, "claim")
+        return json.dumps(_verdict(fenced(user, "claim")))
     raise AssertionError(system[:60])
 
 
+def _numbered(block: str) -> list[tuple[int, str]]:
+    return [(int(i), t) for i, t in re.findall(r"^\[(\d+)\] (.*)$", block, re.M)]
+
+
 def extracting_responder(request: dict[str, Any]) -> str:
-    """`responder` plus the two claim-extraction stages (every sentence is kept as it is)."""
+    """`responder` plus claim extraction's stages, in both forms (every sentence is kept as it
+    is; the batched forms are told apart by their schema names)."""
     fmt = (request.get("response_format") or {}).get("json_schema") or {}
     user = (request.get("messages") or [{}])[-1].get("content", "")
+    if fmt.get("name") == "claim_selection_batch":
+        asked = re.search(r"^Sentences to answer: ([0-9, ]+)", user, re.M)
+        wanted = {int(i) for i in re.findall(r"\d+", asked.group(1) if asked else "")}
+        given = _numbered(fenced(user, "text"))
+        return json.dumps({"sentences": [{"id": i, "text": t} for i, t in given if i in wanted]})
+    if fmt.get("name") == "claim_disambiguation_batch":
+        parts = _numbered(fenced(user, "checkable parts"))
+        entries = [{"id": i, "status": "clear", "text": t} for i, t in parts]
+        return json.dumps({"sentences": entries})
+    if fmt.get("name") == "claim_decomposition_batch":
+        statements = _numbered(fenced(user, "statements"))
+        return json.dumps({"sentences": [{"id": i, "parts": [t]} for i, t in statements]})
     if fmt.get("name") == "claim_selection":
         sentence = fenced(user, "target sentence")
         return json.dumps(

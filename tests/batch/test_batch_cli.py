@@ -117,7 +117,11 @@ def test_fake_server_batch_resumes_errored_claims(tmp_path: Path) -> None:
     manifest = write_jobs(tmp_path, 2, 4)
     with FakeOpenAIServer(responder=responder) as srv:
         srv.inject(*[Fault.server_error()] * 40)  # more than the retries of the first claims
+        # One claim per prompt: the 40 faults are spread over the first run's many calls (a
+        # shared prompt's failure ends every claim of its group, and the fewer shared calls would
+        # leave faults over for the second run).
         common = ["--model", "openai/fake", "--base-url", srv.base_url, "--cache", "off"]
+        common += ["--claims-per-prompt", "1"]
         code, out = batch(str(manifest), *common, "--concurrency", "2")
         doc = load(tmp_path / "batch-summary.json")
         assert code in (0, 3), out

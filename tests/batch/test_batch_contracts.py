@@ -179,7 +179,11 @@ def test_resume_finishes_a_batch_run_with_the_same_judge(
             return Fault.server_error()
         return responder(request)
 
-    manifest = write_jobs(tmp_path, 1, 6, settings={"judge": PLUGIN_OF["judge"]})
+    # One claim per prompt: the server fails the calls of one claim (shared prompts would fail
+    # its peers with it).
+    manifest = write_jobs(
+        tmp_path, 1, 6, settings={"judge": PLUGIN_OF["judge"], "claims_per_prompt": 1}
+    )
     with FakeOpenAIServer(responder=flaky) as srv:
         code, out = batch(str(manifest), *lm(srv), "--quiet")
         assert code == 3, out

@@ -43,8 +43,10 @@ def two_jobs(tmp_path: Path, prompts: Path) -> Path:
         for job_id, settings in (
             # The same work; the prompt directory alone sets them apart (and their runs: the
             # overrides are part of the run's fingerprint).
-            ("a", {"prompt_dir": str(prompts)}),
-            ("b", {}),
+            # One claim per prompt in both: job a's override of the one-claim evidence prompt
+            # makes its evidence step ask per claim anyway (method.sharing.honours_overrides).
+            ("a", {"prompt_dir": str(prompts), "claims_per_prompt": 1}),
+            ("b", {"claims_per_prompt": 1}),
         )
     ]
     m = tmp_path / "manifest.jsonl"

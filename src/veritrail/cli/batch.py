@@ -101,6 +101,13 @@ def _interrupt(_signum: int, _frame: Any) -> NoReturn:
     default=None,
     help="Consecutive Not Fully Supported verdicts that stop a claim [default: 3].",
 )
+@click.option(
+    "--claims-per-prompt",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Shared prompts: up to this many claims of a job in one prompt when they need the same "
+    "step over the same text; 1 = one claim per prompt, the paper's form [default: 8].",
+)
 @cache_option
 @click.option("--runs-dir", default=None, help="Parent of default run directories [default: runs].")
 @click.option("--prices", default=None, help="JSON price file over the built-in price table.")

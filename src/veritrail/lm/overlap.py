@@ -105,24 +105,54 @@ def responder(request: dict[str, Any]) -> str:
         return json.dumps(
             {"has_verifiable_content": True, "verifiable_text": target, "reason": "-"}
         )
+    shared = _shared_reply(user)
+    if shared is not None:
+        return json.dumps({"claims": shared})
     claim = _fenced(user, "claim") or _section(user, "Claim:\n", "\n\nSub-claims").strip()
-    words = content_words(claim)
     if user.startswith("Excerpts"):
-        ids = [
-            int(i)
-            for i, s in re.findall(r"^\[(\d+)\] (.*)$", user, re.M)
-            if words and len(words & content_words(s)) * 2 >= len(words)
-        ]
-        return json.dumps(
-            {"selected_ids": ids, "context_ids": [], "summary": "Overlapping text.", "missing": ""}
-        )
+        return json.dumps(_evidence(user, claim))
     if "Evidence:\n" not in user:
         # Any other generation (the pipelines' map, summarise and merge steps): the first
         # sentence of the first text it was given.
         given = re.search(r"<<< [^\n]*\n(.*?)\n>>> end", user, re.S)
         return (_sentences(given.group(1) if given else user) or ["Nothing."])[0]
-    evidence = content_words(_section(user, "Evidence:\n", "\n\nClaim:"))
-    absent = sorted(words - evidence)
+    return json.dumps(_verdict(_section(user, "Evidence:\n", "\n\nClaim:"), claim))
+
+
+def _evidence(user: str, claim: str) -> dict[str, Any]:
+    """Evidence selection: the numbered sentences sharing >= half of the claim's content words."""
+    words = content_words(claim)
+    ids = [
+        int(i)
+        for i, s in re.findall(r"^\[(\d+)\] (.*)$", user, re.M)
+        if words and len(words & content_words(s)) * 2 >= len(words)
+    ]
+    return {"selected_ids": ids, "context_ids": [], "summary": "Overlapping text.", "missing": ""}
+
+
+def _verdict(evidence_text: str, claim: str) -> dict[str, Any]:
+    """Fully Supported iff every content word of the claim occurs in the evidence."""
+    absent = sorted(content_words(claim) - content_words(evidence_text))
     verdict = "Not Fully Supported" if absent else "Fully Supported"
     reason = f"The evidence does not mention: {', '.join(absent)}." if absent else "All stated."
-    return json.dumps({"reasoning": reason, "verdict": verdict})
+    return {"reasoning": reason, "verdict": verdict}
+
+
+def _shared_reply(user: str) -> list[dict[str, Any]] | None:
+    """A shared prompt's entries (docs/method.md#shared-prompts): per claim c1..cN, exactly what
+    the one-claim prompt of the same step gets; None when `user` is not a shared prompt."""
+    out: list[dict[str, Any]] = []
+    k = 1
+    while (stmt := _fenced(user, f"statement c{k}")) is not None:  # decomposition
+        out.append({"claim": f"c{k}", "parts": [stmt]})
+        k += 1
+    if out:
+        return out
+    if "<<< claim c1\n" not in user:
+        return None
+    evidence = _section(user, "Evidence:\n", "\n\nClaims")
+    while (claim := _fenced(user, f"claim c{k}")) is not None:
+        got = _evidence(user, claim) if user.startswith("Excerpts") else _verdict(evidence, claim)
+        out.append({"claim": f"c{k}", **got})
+        k += 1
+    return out

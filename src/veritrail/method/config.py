@@ -30,6 +30,11 @@ class VerifyConfig:
     """The key-term check (`method.keyterms`, not in the paper): a Fully Supported verdict on a
     claim that names a number or a capitalised term no source document contains becomes Not Fully
     Supported. None: as the judge's model asks (on for the embedded `local/` models only)."""
+    claims_per_prompt: int = 8
+    """Shared prompts (docs/method.md#shared-prompts, not in the paper): at most this many claims
+    whose decomposition, evidence or verdict step has the same shared input (the same excerpts,
+    the same verdict evidence) are asked in one prompt. 1 = the paper's one claim per prompt.
+    Soft prediction (`samples` > 1) always asks per claim."""
 
     def __post_init__(self) -> None:
         if self.q < 1:
@@ -38,6 +43,8 @@ class VerifyConfig:
             raise ValueError("evidence sentence limits must be >= 1")
         if not 1 <= self.threshold <= self.samples:
             raise ValueError("threshold must be between 1 and samples")
+        if self.claims_per_prompt < 1:
+            raise ValueError("claims_per_prompt must be >= 1")
         if self.max_compression_reruns < 0 or self.max_decomposition_calls < 0:
             raise ValueError("rerun and call limits must be >= 0")
 

@@ -13,8 +13,8 @@ import functools
 import re
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..dag import Dag
 from ..fencing import fence, normalize_line_breaks
@@ -22,6 +22,16 @@ from ..records import Claim, IssueKind, SelectionIssue, SentenceRef, Step, Summa
 from .config import VerifyConfig
 from .prompting import load_prompt
 from .segment import SentenceIndex
+from .sharing import (
+    ALONE_NOTE,
+    CONCISE_MAX_CLAIMS,
+    Coalescer,
+    claim_entry_schema,
+    current_sharing,
+    entries_by_claim,
+    honours_overrides,
+    render_claims,
+)
 from .steps import (
     EvidenceBatch,
     EvidenceSelector,
@@ -34,6 +44,9 @@ from .steps import (
 )
 from .subclaims import format_subclaims
 from .tokens import estimate_tokens
+
+if TYPE_CHECKING:
+    from ..lm.model import Model
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
@@ -242,19 +255,66 @@ def _selection(value: Any) -> tuple[list[str | int], str]:
     return ids, text
 
 
+@dataclass(frozen=True, slots=True)
+class _EvidenceAsk:
+    """One claim's request for one batch, with the batch's excerpts rendered once."""
+
+    claim: Claim
+    subclaims: Sequence[str]
+    batch: EvidenceBatch
+    excerpts: str
+
+
+def shared_selection_schema(
+    n_sentences: int, n_claims: int, concise: bool = False, roots_only: bool = False
+) -> dict[str, Any]:
+    """The reply schema of a shared evidence prompt (docs/method.md#shared-prompts): one entry per
+    claim, each the claim's id and the fields of `selection_schema` with the same bounds."""
+    return _shared_selection_schema(n_sentences, n_claims, concise, concise and roots_only)
+
+
+@functools.lru_cache(maxsize=512)
+def _shared_selection_schema(
+    n_sentences: int, n_claims: int, concise: bool, roots_only: bool
+) -> dict[str, Any]:
+    one = _selection_schema(n_sentences, concise, roots_only)
+    return claim_entry_schema(n_claims, one["properties"], one["required"])
+
+
 class LMEvidenceSelector(LMStep):
-    """The default selector: one model call per batch."""
+    """The default selector: one model call per batch, for one claim or, when the run shares
+    prompts (`sharing`), for every claim that asks for the same batch at about the same time."""
+
+    def __init__(
+        self, model: Model, temperature: float = 0.0, sample_temperature: float = 0.2
+    ) -> None:
+        super().__init__(model, temperature, sample_temperature)
+        self._shared: Coalescer[_EvidenceAsk, RawSelection] = Coalescer(self._select_group)
 
     async def select(
         self, claim: Claim, subclaims: Sequence[str], batch: EvidenceBatch, *, sample: int = 0
     ) -> RawSelection:
         """Ask the model for the ids of evidence sentences in `batch`."""
+        excerpts = render_excerpts(batch)
+        sharing = current_sharing()
+        # Soft prediction's samples stay per claim: each is a call of its own by design.
+        if sample != 0 or not sharing.on or not honours_overrides("evidence", "evidence_shared"):
+            return await self._select_alone(_EvidenceAsk(claim, subclaims, batch, excerpts), sample)
+        if self.concise:
+            sharing = replace(sharing, max_claims=min(sharing.max_claims, CONCISE_MAX_CLAIMS))
+        tokens = estimate_tokens(claim.text) + sum(estimate_tokens(s) for s in subclaims)
+        ask = _EvidenceAsk(claim, subclaims, batch, excerpts)
+        # The rendered excerpts are the key: the same node sentences under the same ids.
+        return await self._shared.submit(excerpts, ask, tokens, sharing)
+
+    async def _select_alone(self, ask: _EvidenceAsk, sample: int = 0) -> RawSelection:
+        """The paper's prompt: one claim over one batch."""
         messages = load_prompt("evidence").render(
-            excerpts=render_excerpts(batch),
-            claim=fence(claim.text, "claim"),
-            subclaims=fence(format_subclaims(subclaims), "sub-claims"),
+            excerpts=ask.excerpts,
+            claim=fence(ask.claim.text, "claim"),
+            subclaims=fence(format_subclaims(ask.subclaims), "sub-claims"),
         )
-        cfg = self.sample_config(sample)
+        batch = ask.batch
         res = await self.model.generate_json(
             messages,
             schema=selection_schema(
@@ -262,7 +322,7 @@ class LMEvidenceSelector(LMStep):
             ),
             step=Step.EVIDENCE_SELECTION,
             validate=_selection,
-            config=cfg,
+            config=self.sample_config(sample),
         )
         if res.value is None:
             return RawSelection(
@@ -274,6 +334,42 @@ class LMEvidenceSelector(LMStep):
             )
         ids, summary = res.value
         return RawSelection(tuple(ids), summary, raw=res.raw, unreadable=res.unreadable)
+
+    async def _select_group(self, asks: Sequence[_EvidenceAsk]) -> list[RawSelection]:
+        """One prompt for the claims of `asks` (which share one batch): the excerpts once, then
+        the claims. Each claim's ids are validated later, per claim, as for a prompt of its own
+        (`validate_ids`). A claim the reply leaves out, or gives an unreadable entry, is asked
+        alone: a missing answer is never read as "nothing selected"."""
+        if len(asks) == 1:
+            return [await self._select_alone(asks[0])]
+        n = len(asks)
+        batch = asks[0].batch
+        messages = load_prompt("evidence_shared").render(
+            excerpts=asks[0].excerpts,
+            claims=render_claims([(a.claim.text, format_subclaims(a.subclaims)) for a in asks]),
+        )
+        res = await self.model.generate_json(
+            messages,
+            schema=shared_selection_schema(
+                batch.size, n, self.concise, all(e.is_root for e in batch.excerpts)
+            ),
+            step=Step.EVIDENCE_SELECTION,
+            validate=functools.partial(entries_by_claim, n=n),
+            config=self.sample_config(0),
+        )
+        out: list[RawSelection | None] = [None] * n
+        for k, entry in (res.value or {}).items():
+            try:
+                ids, summary = _selection(entry)
+            except ValueError:
+                continue
+            out[k] = RawSelection(tuple(ids), summary, raw=res.raw, unreadable=res.unreadable)
+        alone = [k for k in range(n) if out[k] is None]
+        if alone:
+            again = await asyncio.gather(*(self._select_alone(asks[k]) for k in alone))
+            for k, got in zip(alone, again, strict=True):
+                out[k] = replace(got, unreadable=(*res.unreadable, ALONE_NOTE, *got.unreadable))
+        return [o for o in out if o is not None]
 
 
 class SelectionFailed(RuntimeError):

@@ -36,6 +36,7 @@ from .context import RunContext
 from .evidence import LMEvidenceSelector, SelectionFailed, select_over
 from .rounds import first_round, next_round
 from .segment import SentenceIndex
+from .sharing import sharing_scope
 from .steps import Steps
 from .subclaims import DecompositionError, LMDecomposer, decompose_claim
 from .traceability import error_stages, find_provenance
@@ -229,7 +230,11 @@ async def verify_claim_in(
     """
     t0 = time.perf_counter()
     issues: list[SelectionIssue] = list(prior_issues)
-    with claim_scope(claim.id):
+    config = ctx.config
+    # Shared prompts (`sharing`): the LM steps coalesce this claim's requests with its peers';
+    # soft prediction asks per claim (its samples are independent calls by design).
+    share = config.claims_per_prompt if config.samples == 1 else 1
+    with claim_scope(claim.id), sharing_scope(share):
         try:
             result = await _verify_one(ctx, claim, issues)
         except ProviderError as exc:

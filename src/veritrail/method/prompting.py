@@ -92,6 +92,12 @@ def packaged_prompt_names() -> list[str]:
     return sorted(_packaged_files())
 
 
+def overridden(name: str) -> bool:
+    """Whether the current prompt directory overrides the template `name`."""
+    o = _override()
+    return o is not None and (o / f"{name}.md").is_file()
+
+
 def prompt_source(name: str) -> str:
     """The template text for `name`: the override if one exists, else the packaged file."""
     o = _override()

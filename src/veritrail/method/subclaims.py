@@ -6,15 +6,29 @@ decomposition prompt serves claim extraction's decomposition stage (`decompose_t
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..fencing import fence, looks_like_fence_line, normalize_line_breaks
 from ..lm.model import Model
 from ..records import Claim, SelectionIssue, Step
 from .prompting import load_prompt
+from .sharing import (
+    ALONE_NOTE,
+    CONCISE_MAX_CLAIMS,
+    Coalescer,
+    claim_entry_schema,
+    claim_label,
+    current_sharing,
+    entries_by_claim,
+    honours_overrides,
+)
 from .steps import Decomposer, Decomposition, unreadable_issues
+from .tokens import estimate_tokens
 
 _DECOMPOSE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -40,7 +54,10 @@ def _norm(text: str) -> str:
 # The labels of the decomposition prompt's fences (`decompose_text_parts`), whose marker lines
 # a small model may echo back as parts (`_unfenced`).
 _STATEMENT, _CONTEXT = "statement", "context"
-_FENCE_ECHO = re.compile(rf"(<<<|>>>\s*end)\s*({_STATEMENT}|{_CONTEXT})\b", re.IGNORECASE)
+# (A shared prompt's statements are fenced as "statement c2": the claim id goes with the label.)
+_FENCE_ECHO = re.compile(
+    rf"(<<<|>>>\s*end)\s*({_STATEMENT}|{_CONTEXT})\b(\s+c\d+\b)?", re.IGNORECASE
+)
 
 
 def _unfenced(part: str) -> str:
@@ -97,15 +114,88 @@ async def decompose_text_parts(model: Model, text: str, context: str = "") -> De
     return Decomposition(tuple(res.value), res.unreadable)
 
 
+def _shared_schema(n: int) -> dict[str, Any]:
+    return claim_entry_schema(n, _DECOMPOSE_SCHEMA["properties"], _DECOMPOSE_SCHEMA["required"])
+
+
+# One object per size: the model layer remembers per schema object whether strict mode takes it.
+_SHARED_SCHEMAS: dict[int, dict[str, Any]] = {}
+
+
+def shared_decompose_schema(n: int) -> dict[str, Any]:
+    """The reply schema of a shared decomposition prompt of `n` statements."""
+    got = _SHARED_SCHEMAS.get(n)
+    if got is None:
+        got = _SHARED_SCHEMAS[n] = _shared_schema(n)
+    return got
+
+
+_Ask = tuple[Claim, str]
+_Answer = Decomposition | DecompositionError
+
+
 class LMDecomposer:
-    """The default decomposer: `decompose_text` through a model."""
+    """The default decomposer: `decompose_text` through a model; when the run shares prompts
+    (`sharing`), the statements of several claims that are decomposed at about the same time go
+    in one prompt (the instructions once, the statements last)."""
 
     def __init__(self, model: Model) -> None:
         self.model = model
+        self._shared: Coalescer[_Ask, _Answer] = Coalescer(self._decompose_group)
 
     async def decompose(self, claim: Claim, text: str) -> Decomposition:
         """Parts of `text` (one call), with any unreadable replies met on the way."""
-        return await decompose_text_parts(self.model, text)
+        sharing = current_sharing()
+        if not sharing.on or not honours_overrides("decompose", "decompose_shared"):
+            return await decompose_text_parts(self.model, text)
+        if getattr(self.model, "concise_replies", False):
+            sharing = replace(sharing, max_claims=min(sharing.max_claims, CONCISE_MAX_CLAIMS))
+        # Every decomposition shares the instructions: one queue.
+        got = await self._shared.submit("decompose", (claim, text), estimate_tokens(text), sharing)
+        if isinstance(got, DecompositionError):
+            raise got
+        return got
+
+    async def _alone(self, text: str) -> _Answer:
+        try:
+            return await decompose_text_parts(self.model, text)
+        except DecompositionError as exc:
+            return exc
+
+    async def _decompose_group(self, asks: Sequence[_Ask]) -> list[_Answer]:
+        """One prompt for the statements of `asks`. A statement the reply leaves out, or whose
+        entry cannot be read, is decomposed alone (`decompose_text_parts`)."""
+        if len(asks) == 1:
+            return [await self._alone(asks[0][1])]
+        n = len(asks)
+        statements = "\n\n".join(
+            fence(text, f"{_STATEMENT} {claim_label(k)}") for k, (_, text) in enumerate(asks)
+        )
+        messages = load_prompt("decompose_shared").render(statements=statements)
+        res = await self.model.generate_json(
+            messages,
+            schema=shared_decompose_schema(n),
+            step=Step.DECOMPOSITION,
+            validate=functools.partial(entries_by_claim, n=n),
+        )
+        out: list[_Answer | None] = [None] * n
+        for k, entry in (res.value or {}).items():
+            try:
+                parts = _parts(entry)
+            except ValueError:
+                continue
+            out[k] = Decomposition(tuple(parts), res.unreadable)
+        alone = [k for k in range(n) if out[k] is None]
+        if alone:
+            again = await asyncio.gather(*(self._alone(asks[k][1]) for k in alone))
+            for k, got in zip(alone, again, strict=True):
+                notes = (*res.unreadable, ALONE_NOTE, *got.unreadable)
+                out[k] = (
+                    DecompositionError(str(got), got.raw, notes)
+                    if isinstance(got, DecompositionError)
+                    else Decomposition(got.parts, notes)
+                )
+        return [o for o in out if o is not None]
 
 
 async def decompose_claim(

@@ -10,6 +10,7 @@ subset after that, and the judge (one call, or a vote in soft prediction).
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -23,6 +24,16 @@ from .evidence import RoundEvidence, batch_items, select_over
 from .keyterms import SourceVocabulary, check_outcome
 from .prompting import load_prompt
 from .segment import SentenceIndex, split_sentences
+from .sharing import (
+    ALONE_NOTE,
+    CONCISE_MAX_CLAIMS,
+    Coalescer,
+    claim_entry_schema,
+    current_sharing,
+    entries_by_claim,
+    honours_overrides,
+    render_claims,
+)
 from .steps import (
     LMStep,
     VerdictGenerator,
@@ -35,6 +46,7 @@ from .subclaims import format_subclaims
 from .tokens import estimate_tokens
 
 if TYPE_CHECKING:
+    from ..lm.model import Model
     from .context import RunContext
 
 # The concise reply format's bound on the reasoning (issue 19): a sentence or two, which is what
@@ -74,8 +86,41 @@ def render_evidence(evidence: Sequence[VerdictInput]) -> str:
     return "\n\n".join(blocks)
 
 
+def _shared_verdict_schema(n_claims: int, concise: bool) -> dict[str, Any]:
+    one = _VERDICT_SCHEMAS[concise]
+    return claim_entry_schema(n_claims, one["properties"], one["required"])
+
+
+# One object per (claims, format), as for `_VERDICT_SCHEMAS`; built when first asked for.
+_SHARED_VERDICT_SCHEMAS: dict[tuple[int, bool], dict[str, Any]] = {}
+
+
+def shared_verdict_schema(n_claims: int, concise: bool) -> dict[str, Any]:
+    """The reply schema of a shared verdict prompt (docs/method.md#shared-prompts)."""
+    key = (n_claims, concise)
+    got = _SHARED_VERDICT_SCHEMAS.get(key)
+    if got is None:
+        got = _SHARED_VERDICT_SCHEMAS[key] = _shared_verdict_schema(n_claims, concise)
+    return got
+
+
+@dataclass(frozen=True, slots=True)
+class _VerdictAsk:
+    claim: Claim
+    subclaims: Sequence[str]
+    evidence: str
+    """The rendered verdict evidence, the shared part of the prompt."""
+
+
 class LMVerdictGenerator(LMStep):
-    """The default judge: one model call over the assembled evidence."""
+    """The default judge: one model call over the assembled evidence, for one claim or, when the
+    run shares prompts (`sharing`), for every claim whose verdict evidence is the same text."""
+
+    def __init__(
+        self, model: Model, temperature: float = 0.0, sample_temperature: float = 0.2
+    ) -> None:
+        super().__init__(model, temperature, sample_temperature)
+        self._shared: Coalescer[_VerdictAsk, VerdictOutcome] = Coalescer(self._judge_group)
 
     async def judge(
         self,
@@ -86,18 +131,31 @@ class LMVerdictGenerator(LMStep):
         sample: int = 0,
     ) -> VerdictOutcome:
         """Ask the model for a verdict; an unreadable reply comes back with `error` set."""
+        ask = _VerdictAsk(claim, subclaims, render_evidence(evidence))
+        sharing = current_sharing()
+        # Soft prediction's samples stay per claim: each is a call of its own by design.
+        if sample != 0 or not sharing.on or not honours_overrides("verdict", "verdict_shared"):
+            return await self._judge_alone(ask, sample)
+        if self.concise:
+            sharing = replace(sharing, max_claims=min(sharing.max_claims, CONCISE_MAX_CLAIMS))
+        tokens = estimate_tokens(claim.text) + sum(estimate_tokens(s) for s in subclaims)
+        # Claims share a verdict prompt only when the verdict reads the very same text (typically
+        # evidence in the same roots, which the verdict reads in full).
+        return await self._shared.submit(ask.evidence, ask, tokens, sharing)
+
+    async def _judge_alone(self, ask: _VerdictAsk, sample: int = 0) -> VerdictOutcome:
+        """The paper's prompt: one claim over its evidence."""
         messages = load_prompt("verdict").render(
-            evidence=render_evidence(evidence),
-            claim=fence(claim.text, "claim"),
-            subclaims=fence(format_subclaims(subclaims), "sub-claims"),
+            evidence=ask.evidence,
+            claim=fence(ask.claim.text, "claim"),
+            subclaims=fence(format_subclaims(ask.subclaims), "sub-claims"),
         )
-        cfg = self.sample_config(sample)
         res = await self.model.generate_json(
             messages,
             schema=_VERDICT_SCHEMAS[self.concise],
             step=Step.VERDICT,
             validate=_verdict,
-            config=cfg,
+            config=self.sample_config(sample),
         )
         if res.value is None:
             return VerdictOutcome(
@@ -109,6 +167,38 @@ class LMVerdictGenerator(LMStep):
             )
         verdict, reasoning = res.value
         return VerdictOutcome(verdict, reasoning, raw=res.raw, unreadable=res.unreadable)
+
+    async def _judge_group(self, asks: Sequence[_VerdictAsk]) -> list[VerdictOutcome]:
+        """One prompt for the claims of `asks` (whose evidence is the same text): the evidence
+        once, then the claims. A claim the reply leaves out, or whose entry cannot be read, is
+        judged alone (`_judge_alone`)."""
+        if len(asks) == 1:
+            return [await self._judge_alone(asks[0])]
+        n = len(asks)
+        messages = load_prompt("verdict_shared").render(
+            evidence=asks[0].evidence,
+            claims=render_claims([(a.claim.text, format_subclaims(a.subclaims)) for a in asks]),
+        )
+        res = await self.model.generate_json(
+            messages,
+            schema=shared_verdict_schema(n, self.concise),
+            step=Step.VERDICT,
+            validate=functools.partial(entries_by_claim, n=n),
+            config=self.sample_config(0),
+        )
+        out: list[VerdictOutcome | None] = [None] * n
+        for k, entry in (res.value or {}).items():
+            try:
+                verdict, reasoning = _verdict(entry)
+            except ValueError:
+                continue
+            out[k] = VerdictOutcome(verdict, reasoning, raw=res.raw, unreadable=res.unreadable)
+        alone = [k for k in range(n) if out[k] is None]
+        if alone:
+            again = await asyncio.gather(*(self._judge_alone(asks[k]) for k in alone))
+            for k, got in zip(alone, again, strict=True):
+                out[k] = replace(got, unreadable=(*res.unreadable, ALONE_NOTE, *got.unreadable))
+        return [o for o in out if o is not None]
 
 
 def build_inputs(

@@ -121,6 +121,14 @@ def render_dry_run(plan: DryRun) -> list[str]:
     if len(est.claims) > len(shown):
         out.append(f"  ... and {len(est.claims) - len(shown)} more claims")
     out.append("")
+    cfg = s.verify_config()
+    if cfg.claims_per_prompt > 1 and cfg.samples == 1 and len(est.claims) > 1:
+        # The per-claim lines count the one-claim prompts; the totals below share them.
+        out.append(
+            f"shared prompts: up to {cfg.claims_per_prompt} claims per prompt in the totals "
+            "below (per-claim lines: one claim per prompt; docs/method.md#shared-prompts)"
+        )
+        out.append("")
     out.append("estimate (see docs/running.md for the assumptions; lower / estimate / upper):")
     rows: list[tuple[str, list[str]]] = []
     step_rows = [

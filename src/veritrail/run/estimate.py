@@ -22,6 +22,17 @@ else 1 + the number of parts (each part is decomposed once more to confirm it is
 Output tokens are fixed per call type (`OUTPUT_TOKENS`). Not included: re-asks after unreadable
 replies, retries, and evidence-compression reruns.
 
+Shared prompts (`VerifyConfig.claims_per_prompt` > 1 with `samples` 1, docs/method.md#shared-prompts):
+under the assumptions above every claim reads the same batches in the same rounds, so the run's
+evidence calls of one batch are the claims in groups of `claims_per_prompt` (the excerpts once per
+group, each claim's own text once); verdict prompts are shared in rounds whose input is roots
+only (a non-root's summary is written per claim, so those verdicts differ); decompositions are
+grouped by wave (every claim's first statement, then the parts). Per-claim figures stay those of
+the one-claim form; the run's lower and estimate totals are the shared ones, its upper bound the
+one-claim form's (a claim out of step with its peers, e.g. one whose decomposition takes more
+calls, is asked alone: the estimate assumes the claims reach each step together). The embedded models' cap of
+`sharing.CONCISE_MAX_CLAIMS` claims per prompt is not applied (the estimate has no model).
+
 Tolerance (tested in tests/run/test_dry_run.py against real runs with the scripted provider): when the
 model behaves as assumed, the call counts are exact and input tokens are within 25 %; real runs
 land between `lower` and `upper` for evidence and verdict calls. Tokens use `tokens.estimate_tokens`
@@ -169,6 +180,9 @@ class _Prompts:
         self.evidence = load_prompt("evidence")
         self.verdict = load_prompt("verdict")
         self.decompose = load_prompt("decompose")
+        self.evidence_shared = load_prompt("evidence_shared")
+        self.verdict_shared = load_prompt("verdict_shared")
+        self.decompose_shared = load_prompt("decompose_shared")
 
     @staticmethod
     def _claim_vars(text: str) -> dict[str, str]:
@@ -188,6 +202,22 @@ class _Prompts:
             evidence=render_evidence(items), **self._claim_vars(_PLACEHOLDER)
         )
         return _messages_tokens(msgs)
+
+    def evidence_shared_tokens(self, batch: EvidenceBatch) -> int:
+        """A shared evidence prompt's tokens without its claims (`claim_delta` adds each)."""
+        return _messages_tokens(
+            self.evidence_shared.render(excerpts=render_excerpts(batch), claims="")
+        )
+
+    def verdict_shared_tokens(self, items: Sequence[VerdictInput]) -> int:
+        """A shared verdict prompt's tokens without its claims."""
+        return _messages_tokens(
+            self.verdict_shared.render(evidence=render_evidence(items), claims="")
+        )
+
+    def decompose_shared_tokens(self) -> int:
+        """A shared decomposition prompt's tokens without its statements."""
+        return _messages_tokens(self.decompose_shared.render(statements=""))
 
     def claim_delta(self, text: str) -> int:
         """Tokens a claim adds to an evidence or verdict prompt (it appears as claim and as its
@@ -228,6 +258,11 @@ class _Round:
     verdict_calls: int
     verdict_tokens: int
     nodes_read: int
+    evidence_shared_tokens: int = 0
+    """The round's evidence prompts in the shared form, without their claims."""
+    verdict_shared_tokens: int = 0
+    """The round's verdict prompt in the shared form, without its claims; 0 when the verdict
+    reads a non-root summary (written per claim: no two claims' verdicts share it)."""
 
 
 def _traverse(
@@ -251,13 +286,15 @@ def _traverse(
         plan = ReadPlan(dag, sentences, state.to_read, config)
         to_read, batches = plan.to_read, plan.batches
         roots, nonroots = dag.split_roots(to_read)
-        v_calls, v_tokens = 0, 0
+        v_calls, v_tokens, v_shared = 0, 0, 0
         if to_read or carried:
             items = [VerdictInput((n,), False, "x" * SUMMARY_CHARS) for n in nonroots]
             items += [
                 VerdictInput((n,), True, dag.node(n).text) for n in sorted({*roots, *carried})
             ]
             v_calls, v_tokens = 1, prompts.verdict_tokens(items)
+            if not nonroots:
+                v_shared = prompts.verdict_shared_tokens(items)
         # Every node read yields evidence (the assumption), so every root read is carried on.
         state = next_round(state, plan, to_read, assumed, dag, config)
         rounds.append(
@@ -267,6 +304,8 @@ def _traverse(
                 v_calls,
                 v_tokens,
                 len(state.checked),
+                sum(prompts.evidence_shared_tokens(b) for b in batches),
+                v_shared,
             )
         )
         if state.termination is not None:
@@ -375,6 +414,67 @@ def _with_cacheable(s: Scenario, prompts: _Prompts, shared_evidence: int, sample
     return Scenario(steps, s.iterations, s.nodes_read)
 
 
+def _group_sizes(n: int, m: int) -> list[int]:
+    """The sizes of the shared prompts `n` claims make at `m` claims per prompt."""
+    return [m] * (n // m) + ([n % m] if n % m else [])
+
+
+def _shared_scenario(
+    s: Scenario,
+    rounds: Sequence[_Round],
+    claims: Sequence[Claim],
+    dec_counts: Sequence[int],
+    m: int,
+    prompts: _Prompts,
+    *,
+    verdicts: bool,
+) -> Scenario:
+    """`s` (the sum of the claims' one-claim figures) with the evidence, verdict and
+    decomposition steps as the shared form sends them (see the module docstring)."""
+    n = len(claims)
+    if n < 2:
+        return s
+    sizes = _group_sizes(n, m)
+    g, g1 = len(sizes), sizes.count(1)
+    d = sum(prompts.claim_delta(c.text) for c in claims)
+    ev_calls = sum(r.evidence_calls for r in rounds) * g
+    ev_in = sum(
+        (g - g1) * r.evidence_shared_tokens + g1 * r.evidence_tokens + r.evidence_calls * d
+        for r in rounds
+    )
+    steps = dict(s.steps)
+    steps[EVIDENCE] = StepEstimate(
+        ev_calls, ev_in, n * sum(r.evidence_calls for r in rounds) * OUTPUT_TOKENS[EVIDENCE]
+    )
+    if verdicts:
+        v_calls, v_in = 0, 0
+        for r in rounds:
+            if not r.verdict_calls:
+                continue
+            if r.verdict_shared_tokens:
+                v_calls += g
+                v_in += (g - g1) * r.verdict_shared_tokens + g1 * r.verdict_tokens + d
+            else:
+                v_calls += n
+                v_in += n * r.verdict_tokens + d
+        n_verdicts = n * sum(r.verdict_calls for r in rounds)
+        steps[VERDICT] = StepEstimate(v_calls, v_in, n_verdicts * OUTPUT_TOKENS[VERDICT])
+    base = prompts.decompose_tokens(_PLACEHOLDER)
+    shared_base = prompts.decompose_shared_tokens()
+    own = [prompts.decompose_tokens(c.text) - base for c in claims]
+    d_calls, d_in = 0, 0
+    for wave in range(1, max(dec_counts, default=0) + 1):
+        items = [k for k, c in enumerate(dec_counts) if c >= wave]
+        for size in _group_sizes(len(items), m):
+            d_calls += 1
+            d_in += base if size == 1 else shared_base
+        d_in += sum(own[k] for k in items)
+    steps[DECOMPOSITION] = StepEstimate(
+        d_calls, d_in, sum(dec_counts) * OUTPUT_TOKENS[DECOMPOSITION]
+    )
+    return Scenario(steps, s.iterations, s.nodes_read)
+
+
 def estimate_run(
     dag: Dag,
     claims: Sequence[Claim] | None,
@@ -409,11 +509,26 @@ def estimate_run(
     per = tuple(estimate_claim(dag, index, c, config, prompts, traversals) for c in claims)
     extra = Scenario({EXTRACTION: extraction}) if extraction.calls else Scenario()
 
+    m = config.claims_per_prompt if config.samples == 1 else 1
+
     def total(pick: str) -> Scenario:
-        out = extra
+        out = Scenario()
         for ce in per:
             out = out + getattr(ce, pick)
-        return out
+        # The upper bound stays the one-claim form's: a claim that falls out of step with its
+        # peers (a longer decomposition, a different trail) is asked alone, never in more calls.
+        if m > 1 and pick != "upper":
+            counts = [getattr(ce, pick).steps[DECOMPOSITION].calls for ce in per]
+            out = _shared_scenario(
+                out,
+                traversals.widening[:1] if pick == "lower" else traversals.widening,
+                claims,
+                counts,
+                m,
+                prompts,
+                verdicts=pick != "lower",
+            )
+        return extra + out
 
     def shared(pick: str) -> int:
         # Claim-independent evidence tokens of every claim after the first: the claims read

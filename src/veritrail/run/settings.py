@@ -21,7 +21,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, get_args, get_type_hints
+from typing import Any, Literal, get_args, get_type_hints
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -83,6 +83,9 @@ class Settings:
     """Directory of prompt overrides (see `veritrail prompts export`)."""
     question: str | None = None
     """The question the final output answered: context for claim extraction (no `--claims`)."""
+    extraction: Literal["batched", "per-sentence"] = "batched"
+    """Claim extraction's form (no `--claims`): each stage over many sentences per call, or one
+    sentence per call, the paper's (`method.extraction.ExtractionMode`, docs/extraction.md)."""
     decomposer: str | None = None
     """A plugin step in place of the LM decomposer: ``module:attribute``, ``file.py:attribute``
     or an entry point of group ``veritrail.steps`` (`veritrail.run.plugins`, docs/plugins.md)."""
@@ -109,6 +112,8 @@ class Settings:
     sample_temperature: float = _METHOD.sample_temperature
     term_check: bool | None = _METHOD.term_check
     """The key-term check (`VerifyConfig.term_check`); None: on for the embedded models only."""
+    claims_per_prompt: int = _METHOD.claims_per_prompt
+    """Shared prompts (`VerifyConfig.claims_per_prompt`); 1 = the paper's one claim per prompt."""
     max_reasks: int = DEFAULT_MAX_REASKS
     """Re-asks per structured call after an unreadable reply (`get_model(max_reasks=...)`).
     Not part of the run fingerprint: raising it to rescue errored claims reuses the run."""
@@ -143,6 +148,7 @@ class Settings:
             threshold=self.threshold,
             sample_temperature=self.sample_temperature,
             term_check=self.term_check,
+            claims_per_prompt=self.claims_per_prompt,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -157,6 +163,7 @@ SETTING_NAMES: tuple[str, ...] = tuple(f.name for f in fields(Settings) if f.nam
 RESULT_SETTINGS: tuple[str, ...] = (
     "prompt_dir",
     "question",
+    "extraction",
     *(f.name for f in dataclasses.fields(VerifyConfig)),
 )
 

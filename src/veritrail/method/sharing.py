@@ -1,0 +1,266 @@
+"""Shared prompts (docs/method.md#shared-prompts): a step-level scheduler that lets the claims of
+a run share one prompt when they need the same step over the same input.
+
+Algorithm 1 stays per claim (`loop._verify_one` is unchanged): each claim still asks its
+decomposer, selector and judge one question at a time. Underneath, the LM steps hand their
+requests to a `Coalescer`, a queue keyed by the shared content of the prompt (the rendered
+excerpts of an evidence batch, the rendered verdict evidence, the decomposition instructions).
+Requests under one key are sent as one prompt that carries the shared content once and lists the
+claims last (c1..cN, ids we assign within the prompt, never the claims' text), so the shared part
+is also a prefix that providers' prompt caches can hit.
+
+When a group is sent (`Coalescer.submit`):
+
+- at once when it holds `Sharing.max_claims` requests, or when its claims' text reaches
+  `Sharing.max_tokens` (estimated); else
+- at the first event-loop tick in which no request joined any queue of this coalescer, and at
+  the latest `MAX_WAIT_TICKS` ticks after its first request.
+
+Why the tick rule: claims that run alongside reach the same step in the same tick, or a tick or
+two later (a round with several prompts starts them as tasks), and a tick is microseconds where a
+model call is hundreds of milliseconds. Waiting for claims that are still in a model call would
+add that call's latency to the claims already queued, so the scheduler never waits for anything
+but the event loop's next turn; nothing it waits for depends on another claim, so it cannot
+deadlock, and the cap bounds the wait when requests keep arriving.
+
+A prompt directory that overrides a step's one-claim template but not its shared one
+(`honours_overrides`) makes that step ask per claim: the user's template is the one sent.
+
+The setting reaches the steps through a context variable (`sharing_scope`, set by the loop for each
+claim from `VerifyConfig.claims_per_prompt`): without a scope a step asks per claim, as the paper
+does. A shared call is sent in the context of the group's first request, so its cost is counted
+on that claim (`lm.model.claim_scope`): the run's totals stay exact and the other claims of the
+group show no cost for that step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+from collections.abc import Awaitable, Callable, Hashable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from ..fencing import fence
+from .prompting import overridden
+
+Req = TypeVar("Req")
+Res = TypeVar("Res")
+
+DEFAULT_MAX_TOKENS = 2_000
+"""Estimated tokens of the claims' own text (claims and sub-claims) in one shared prompt: the
+shared part is bounded by the method's own limits (`VerifyConfig.evidence_tokens_*`,
+`verdict_tokens`); this bounds what the listed claims add to it, and their replies with it."""
+
+CONCISE_MAX_CLAIMS = 4
+"""Claims per shared prompt for a model that asks for concise replies (the embedded models): the
+reply holds one entry per claim, and a local server caps the tokens of a reply (1,024 by default,
+`lm.local_weights.DEFAULT_MAX_TOKENS`); four concise entries stay well inside it."""
+
+MAX_WAIT_TICKS = 16
+"""The most event-loop ticks a group waits for more requests after its first one."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sharing:
+    """How many claims may share one prompt (1: the paper's one claim per prompt)."""
+
+    max_claims: int = 1
+    max_tokens: int = DEFAULT_MAX_TOKENS
+
+    @property
+    def on(self) -> bool:
+        """Whether prompts are shared at all."""
+        return self.max_claims > 1
+
+
+_PER_CLAIM = Sharing()
+_sharing: contextvars.ContextVar[Sharing] = contextvars.ContextVar(
+    "veritrail_sharing", default=_PER_CLAIM
+)
+
+
+@contextlib.contextmanager
+def sharing_scope(max_claims: int, max_tokens: int = DEFAULT_MAX_TOKENS) -> Iterator[None]:
+    """Let the LM steps called inside this block (and its tasks) share prompts with up to
+    `max_claims` claims in all."""
+    token = _sharing.set(Sharing(max(1, max_claims), max_tokens))
+    try:
+        yield
+    finally:
+        _sharing.reset(token)
+
+
+def current_sharing() -> Sharing:
+    """The sharing the current claim asked for (`sharing_scope`; per claim when none)."""
+    return _sharing.get()
+
+
+def honours_overrides(single: str, shared: str) -> bool:
+    """Whether a step may use its shared template `shared`: not when the run's prompt directory
+    overrides the one-claim template `single` but not `shared`, so that a user's edited prompt is
+    the one sent (the step then asks per claim)."""
+    return overridden(shared) or not overridden(single)
+
+
+def claim_label(k: int) -> str:
+    """The prompt-local id of the k-th claim (0-based) of a shared prompt: c1, c2, ..."""
+    return f"c{k + 1}"
+
+
+def claim_index(value: object, n: int) -> int | None:
+    """The 0-based position a reply's claim id names (``c3``, ``C3``, ``3``), or None when it names
+    none of the `n` claims of the prompt."""
+    if isinstance(value, bool):
+        return None
+    text = str(value).strip().lower().removeprefix("c")
+    if not text.isdigit():
+        return None
+    k = int(text) - 1
+    return k if 0 <= k < n else None
+
+
+def render_claims(claims: Sequence[tuple[str, str | None]]) -> str:
+    """The claims of a shared prompt, each fenced under its prompt id: (text, sub-claims as a
+    numbered list, or None for a prompt without sub-claims)."""
+    blocks = []
+    for k, (text, subs) in enumerate(claims):
+        label = claim_label(k)
+        block = fence(text, f"claim {label}")
+        if subs is not None:
+            block += "\n" + fence(subs, f"sub-claims {label}")
+        blocks.append(block)
+    return "\n\n".join(blocks)
+
+
+def entries_by_claim(value: object, n: int) -> dict[int, dict[str, object]]:
+    """The per-claim entries of a shared reply ``{"claims": [{"claim": "c1", ...}, ...]}`` (or a
+    bare list of them), by 0-based claim position; the first entry of a claim wins. Raises
+    ValueError when the reply has no such list (the whole reply is unreadable); an entry that is
+    not an object or names no claim of the prompt is left out (that claim is asked alone)."""
+    if isinstance(value, dict):
+        value = value.get("claims")
+    if not isinstance(value, list):
+        raise ValueError('expected {"claims": [...]}')
+    out: dict[int, dict[str, object]] = {}
+    for entry in value:
+        if not isinstance(entry, dict):
+            continue
+        k = claim_index(entry.get("claim"), n)
+        if k is not None:
+            out.setdefault(k, entry)
+    return out
+
+
+def claim_entry_schema(
+    n: int, fields: dict[str, object], required: Sequence[str]
+) -> dict[str, object]:
+    """The reply schema of a shared prompt of `n` claims: one list of entries, each the claim's
+    id first (so the model names the claim before it answers for it) then `fields`. The entry's
+    schema is written once, whatever `n`, which keeps the schema short."""
+    entry = {
+        "type": "object",
+        "properties": {
+            "claim": {"type": "string", "enum": [claim_label(k) for k in range(n)]},
+            **fields,
+        },
+        "required": ["claim", *required],
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {"claims": {"type": "array", "items": entry, "minItems": n, "maxItems": n}},
+        "required": ["claims"],
+        "additionalProperties": False,
+    }
+
+
+ALONE_NOTE = "shared reply had no readable entry for this claim; asked alone"
+"""The note (an `unparseable_reply` issue on the claim) when a shared reply left a claim out."""
+
+
+@dataclass
+class _Group(Generic[Req, Res]):
+    context: contextvars.Context
+    requests: list[Req] = field(default_factory=list)
+    waiters: list[asyncio.Future[Res]] = field(default_factory=list)
+    tokens: int = 0
+    ticks: int = 0
+
+
+RunGroup = Callable[[Sequence[Req]], Awaitable[Sequence[Res]]]
+
+
+class Coalescer(Generic[Req, Res]):
+    """A queue of step requests keyed by their shared content; each group is answered by one
+    call of `run` (a list of results in the order of the requests). One per step object; it
+    follows the running event loop (a step reused across `asyncio.run` calls starts afresh)."""
+
+    def __init__(self, run: RunGroup[Req, Res]) -> None:
+        self._run = run
+        self._groups: dict[Hashable, _Group[Req, Res]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tick_pending = False
+        self._arrived = False
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def submit(self, key: Hashable, request: Req, tokens: int, limits: Sharing) -> Res:
+        """Queue `request` under `key` and wait for its result (or the group call's error)."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._loop, self._groups, self._tick_pending = loop, {}, False
+        group = self._groups.get(key)
+        if group is not None and group.requests and group.tokens + tokens > limits.max_tokens:
+            self._flush(key)  # this claim would push it over the bound: send it without
+            group = None
+        if group is None:
+            group = _Group(contextvars.copy_context())
+            self._groups[key] = group
+        fut: asyncio.Future[Res] = loop.create_future()
+        group.requests.append(request)
+        group.waiters.append(fut)
+        group.tokens += tokens
+        self._arrived = True
+        if len(group.requests) >= limits.max_claims or group.tokens >= limits.max_tokens:
+            self._flush(key)
+        elif not self._tick_pending:
+            self._tick_pending = True
+            loop.call_soon(self._tick)
+        return await fut
+
+    def _tick(self) -> None:
+        self._tick_pending = False
+        arrived, self._arrived = self._arrived, False
+        for key, group in list(self._groups.items()):
+            group.ticks += 1
+            if not arrived or group.ticks >= MAX_WAIT_TICKS:
+                self._flush(key)
+        if self._groups:
+            self._tick_pending = True
+            asyncio.get_running_loop().call_soon(self._tick)
+
+    def _flush(self, key: Hashable) -> None:
+        group = self._groups.pop(key)
+        loop = asyncio.get_running_loop()
+        # In the first request's context: its claim is charged for the call (module docstring).
+        task = loop.create_task(self._answer(group), context=group.context)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _answer(self, group: _Group[Req, Res]) -> None:
+        try:
+            results = await self._run(group.requests)
+        except BaseException as exc:  # handed to every waiting claim, then re-raised if fatal
+            for fut in group.waiters:
+                if not fut.done():
+                    if isinstance(exc, asyncio.CancelledError):
+                        fut.cancel()
+                    else:
+                        fut.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for fut, res in zip(group.waiters, results, strict=True):
+            if not fut.done():  # a claim cancelled while it waited
+                fut.set_result(res)
