@@ -131,3 +131,60 @@ def test_assert_supported_names_its_model_and_warns_it_is_not_a_judge(tmp_path: 
     assert first == "veritrail, model demo/overlap (demonstration, not a judge):"
     hits: list[Any] = [w for w in got if issubclass(w.category, NotAJudgeWarning)]
     assert len(hits) == 1 and "demo/overlap" in str(hits[0].message)
+
+
+def test_without_out_the_report_stays_in_the_run_directory(tmp_path: Path) -> None:
+    args = [
+        "verify",
+        str(QS / "dag.json"),
+        "--claims",
+        str(QS / "claims.json"),
+        "--oracle",
+        str(QS / "oracle.json"),
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--html",
+    ]
+    res = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert not (tmp_path / "report.json").exists()  # the working directory (the fixture's)
+    assert not (tmp_path / "report.html").exists()
+    assert (tmp_path / "run" / "report.json").is_file()
+    assert (tmp_path / "run" / "report.html").is_file()
+    assert f"report written to {tmp_path / 'run' / 'report.json'}" in res.output
+
+
+def test_runs_with_no_runs_yet_says_so_and_exits_0(tmp_path: Path) -> None:
+    res = CliRunner().invoke(cli, ["runs"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert res.output.startswith("no runs yet:")
+    listed = CliRunner().invoke(cli, ["runs", "--json"], catch_exceptions=False)
+    assert listed.exit_code == 0 and json.loads(listed.output) == []
+    missing = CliRunner().invoke(cli, ["runs", "--runs-dir", str(tmp_path / "nope")])
+    assert missing.exit_code == 2  # a directory named by hand that is not there is bad input
+
+
+def test_two_pipelines_dag_json_are_named_apart(tmp_path: Path) -> None:
+    dags = {}
+    for folder, meta in (("summarize", {}), ("answer", {"name": "support answers"})):
+        d = tmp_path / folder
+        d.mkdir()
+        doc = json.loads((QS / "dag.json").read_text())
+        doc["meta"] = meta
+        (d / "dag.json").write_text(json.dumps(doc))
+        dags[folder] = d / "dag.json"
+    for folder, dag in dags.items():
+        args = [
+            "verify",
+            str(dag),
+            "--claims",
+            str(QS / "claims.json"),
+            "--oracle",
+            str(QS / "oracle.json"),
+            "--run-dir",
+            str(tmp_path / "runs" / f"{folder}-run"),
+        ]
+        assert CliRunner().invoke(cli, args, catch_exceptions=False).exit_code == 0
+    res = CliRunner().invoke(cli, ["runs", "--json"], catch_exceptions=False)
+    names = sorted(r["dag"] for r in json.loads(res.output))
+    assert names == ["summarize/dag", "support answers"]

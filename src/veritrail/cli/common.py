@@ -139,10 +139,11 @@ RUN_OPTIONS: list[Callable[[Any], Any]] = [
     click.option(
         "--out",
         "out_path",
-        default="report.json",
-        show_default=True,
+        default=None,
         type=click.Path(dir_okay=False),
-        help="The JSON report.",
+        # No silent report.json in the working directory, overwriting the last one (issue 43).
+        help="Also write the JSON report to this file [default: only report.json in the run "
+        "directory].",
     ),
     click.option(
         "--html",
@@ -151,7 +152,8 @@ RUN_OPTIONS: list[Callable[[Any], Any]] = [
         flag_value=HTML_BESIDE,
         default=None,
         metavar="[FILE]",
-        help="Also write the HTML report: to FILE, or beside the JSON (.html) when no FILE is given.",
+        help="Also write the HTML report: to FILE, or beside the JSON (.html) when no FILE is "
+        "given (in the run directory without --out).",
     ),
     click.option(
         "--config",

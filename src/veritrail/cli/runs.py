@@ -145,7 +145,22 @@ def ls(
         until=_when(until, "--until", end_of_day=True),
         status=status,
     )
-    with open_index(resolve_runs_dir(runs_dir), db_url) as index:
+    root = resolve_runs_dir(runs_dir)
+    from .. import environment
+
+    configured_db = db_url or environment.get("VERITRAIL_RUNS_DB")
+    if runs_dir is None and not configured_db and not root.exists():
+        # The default runs directory before the first run: nothing is wrong, there is nothing
+        # yet (an explicit --runs-dir that does not exist stays bad input, exit 2).
+        if as_json:
+            click.echo("[]")
+        else:
+            click.echo(
+                f"no runs yet: {root}/ does not exist; `veritrail verify` and `veritrail check` "
+                "save their runs there"
+            )
+        return
+    with open_index(root, db_url) as index:
         stats = index.refresh()
         rows = index.list_runs(flt, limit=limit)
     _warn_failed(stats)

@@ -86,6 +86,9 @@ def _execute(job: Job, *, quiet: bool, progress: Any, ci: CiTargets) -> None:
         print_summary(report, wall_seconds=report["run"].get("wall_seconds"))
         if job.out_path is not None:
             click.echo(f"report written to {job.out_path}")
+        else:
+            # No --out: the report is the run directory's (never a silent ./report.json).
+            click.echo(f"report written to {done.run_dir / 'report.json'}")
         if job.html_path is not None:
             click.echo(f"HTML report written to {job.html_path}")
     emit_ci_outputs(ci, [dag_input(report, job.dag_path)], quiet=quiet)

@@ -359,7 +359,10 @@ def prepare_job(
         raise JobInputError("give exactly one of a DAG file or an in-memory DAG")
     inputs = input_paths(dag_path, claims_path, oracle_path, config_file, settings, extra_inputs)
     out = Path(out_path) if out_path is not None else None
-    html_path = html_target(html, out)
+    # `--html` with no file and no `--out`: report.html beside the run directory's report.json,
+    # known once the run directory is (below).
+    html_in_run_dir = html == HTML_BESIDE and out is None
+    html_path = None if html_in_run_dir else html_target(html, out)
     # Outputs first: a refused --out costs no DAG parse.
     check_outputs(out, html_path, inputs, create=create_dirs)
     dag_bytes: bytes | None = None
@@ -395,6 +398,8 @@ def prepare_job(
     if settings.prompt_dir:
         check_prompt_dir(settings.prompt_dir)
     fp, rdir = run_identity(dag_sha, the_claims, name, settings, oracle_path, run_dir, name_for_dir)
+    if html_in_run_dir:
+        html_path = rdir / "report.html"
     outs = [(f, p) for f, p in (("--out", out), ("--html", html_path)) if p is not None]
     check_run_dir(rdir, inputs, outs, dag_in_memory=dag_bytes is not None)
     return Job(

@@ -235,10 +235,20 @@ def read_results(path: str | Path) -> dict[str, dict[str, Any]]:
 
 
 def dag_name(run_dir: Path, dag_path: str | None) -> str:
-    """The name a run's DAG is listed by (`RunRecord.dag`)."""
+    """The name a run's DAG is listed by (`RunRecord.dag`; the view's trend chart groups by it).
+
+    The DAG's own `meta.name` (or `meta.title`) when it has one; else its file's stem, with the
+    folder in front when the file is called `dag.json` (every pipeline writes one: two
+    pipelines' runs must not both be "dag"); for a DAG given in memory (`veritrail check`), the
+    name its run directory carries."""
     if dag_path:
         p = Path(dag_path)
+        own = _meta_field(dag_path, "name") or _meta_field(dag_path, "title")
+        if own:
+            return own
         if p.name != DAG_FILE or p.parent.resolve() != run_dir.resolve():
+            if p.name == DAG_FILE and p.parent.name:
+                return f"{p.parent.name}/{p.stem}"
             return p.stem
     # A DAG given in memory: the run directory is named `<name>-<12 hex digits>`.
     stem, _, digits = run_dir.name.rpartition("-")
@@ -247,6 +257,12 @@ def dag_name(run_dir: Path, dag_path: str | None) -> str:
 
 def pipeline_name(dag_path: str | None) -> str | None:
     """`meta.pipeline` of a DAG file (JSON or JSON Lines), when readable and small; else None."""
+    return _meta_field(dag_path, "pipeline")
+
+
+def _meta_field(dag_path: str | None, key: str) -> str | None:
+    """`meta[key]` of a DAG file (JSON or JSON Lines) when it is a non-empty string and the file
+    is readable and small; else None."""
     if not dag_path:
         return None
     p = Path(dag_path)
@@ -260,8 +276,8 @@ def pipeline_name(dag_path: str | None) -> str | None:
     except (OSError, orjson.JSONDecodeError):
         return None
     meta = doc.get("meta") if isinstance(doc, dict) else None
-    name = meta.get("pipeline") if isinstance(meta, dict) else None
-    return name if isinstance(name, str) and name else None
+    name = meta.get(key) if isinstance(meta, dict) else None
+    return name.strip()[:200] if isinstance(name, str) and name.strip() else None
 
 
 def _claim_record(
