@@ -54,7 +54,8 @@ def lm_steps(model: Model, *, sample_temperature: float = 0.2) -> Steps:
     costs are read from its usage ledger.
 
     Hard prediction calls run at temperature 0; soft-prediction samples (docs/method.md#soft-prediction) at
-    `sample_temperature`.
+    `sample_temperature`. The three steps share prompts between claims when the run asks for it
+    (`VerifyConfig.claims_per_prompt`, set per claim by `verify_claim_in`; `method.sharing`).
     """
     return Steps(
         LMDecomposer(model),
