@@ -37,8 +37,44 @@ SPLITS = {
 RESOLVED = {"It was founded by Marta Reyes.": "The Harbour Museum was founded by Marta Reyes."}
 
 
+def _numbered(prompt: str, label: str) -> list[tuple[int, str]]:
+    m = re.search(rf"<<< {label}\n(.*?)\n>>> end {label}", prompt, re.DOTALL)
+    return [(int(i), t) for i, t in re.findall(r"^\[(\d+)\] (.*)$", m.group(1), re.M)] if m else []
+
+
+def _batched_stage(request: dict[str, Any]) -> str | None:
+    """The batched form of the stages below (`method.extraction_batch`), by schema name."""
+    name = ((request.get("response_format") or {}).get("json_schema") or {}).get("name")
+    prompt = "\n".join(m["content"] for m in request["messages"])
+    if name == "claim_selection_batch":
+        asked = re.search(r"^Sentences to answer: ([0-9, ]+)", prompt, re.M)
+        wanted = {int(i) for i in re.findall(r"\d+", asked.group(1))} if asked else set()
+        entries = [
+            {"id": i, "text": "" if "delightful" in t else t}
+            for i, t in _numbered(prompt, "text")
+            if i in wanted
+        ]
+        return json.dumps({"sentences": entries})
+    if name == "claim_disambiguation_batch":
+        entries = []
+        for i, t in _numbered(prompt, "checkable parts"):
+            resolved = RESOLVED.get(t)
+            status = "resolved" if resolved else "clear"
+            entries.append({"id": i, "status": status, "text": resolved or t})
+        return json.dumps({"sentences": entries})
+    if name == "claim_decomposition_batch":
+        statements = _numbered(prompt, "statements")
+        return json.dumps(
+            {"sentences": [{"id": i, "parts": SPLITS.get(t, [t])} for i, t in statements]}
+        )
+    return None
+
+
 def stage_responder(request: dict[str, Any]) -> str:
-    """Answer selection, disambiguation and decomposition for the sentences of FINAL."""
+    """Answer selection, disambiguation and decomposition for the sentences of FINAL (either form)."""
+    batched = _batched_stage(request)
+    if batched is not None:
+        return batched
     prompt = "\n".join(m["content"] for m in request["messages"])
     stmt = _STATEMENT.search(prompt)
     if stmt:
@@ -117,7 +153,12 @@ def test_extract_then_edit_then_verify_with_claims(dag_file: Path, tmp_path: Pat
             "sentence_indices": [2],
         },
     ]
-    assert doc["cost"]["claim_selection"]["lm_calls"] == 4
+    # The batched form (the default): one call per stage for the whole answer.
+    assert {step: c["lm_calls"] for step, c in doc["cost"].items()} == {
+        "claim_selection": 1,
+        "claim_disambiguation": 1,
+        "decomposition": 1,
+    }
     trace = json.loads(trace_path.read_text())
     assert [t["outcome"] for t in trace] == ["claims", "no_verifiable_content", "claims", "claims"]
 
@@ -190,6 +231,9 @@ def test_extract_reads_plain_text_and_rejects_an_invalid_dag(tmp_path: Path) -> 
 def one_shot_responder(request: dict[str, Any]) -> str:
     """Extraction stages as above, plus evidence selection (everything) and verdicts."""
     prompt = "\n".join(m["content"] for m in request["messages"])
+    batched = _batched_stage(request)
+    if batched is not None:
+        return batched
     if "<<< statement" in prompt or "<<< target sentence" in prompt:
         return stage_responder(request)
     if "Excerpts (each sentence is prefixed" in prompt:
@@ -216,6 +260,9 @@ def test_one_shot_verify_extracts_claims_first(dag_file: Path, tmp_path: Path) -
                 str(report_path),
                 "--run-dir",
                 str(tmp_path / "run"),
+                # The responder answers one claim per prompt (shared prompts: test_shared_prompts).
+                "--claims-per-prompt",
+                "1",
             ],
             env=_env(srv),
         )
@@ -244,11 +291,14 @@ def test_one_shot_verify_passes_the_question_to_extraction(dag_file: Path, tmp_p
                 str(tmp_path / "report.json"),
                 "--run-dir",
                 str(tmp_path / "run"),
+                # The responder answers one claim per prompt (shared prompts: test_shared_prompts).
+                "--claims-per-prompt",
+                "1",
                 "--quiet",
             ],
             env=_env(srv),
         )
         prompts = ["\n".join(m["content"] for m in r["messages"]) for r in srv.requests]
     assert res.exit_code == 0, res.output
-    extraction = [p for p in prompts if "<<< target sentence" in p]
+    extraction = [p for p in prompts if "Sentences to answer:" in p or "<<< checkable parts" in p]
     assert extraction and all("When did the Harbour Museum open?" in p for p in extraction)

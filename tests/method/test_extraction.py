@@ -1,4 +1,7 @@
-"""Claim extraction (issue 4): each stage driven by the scripted provider, prompts asserted."""
+"""Claim extraction (issue 4): each stage driven by the scripted provider, prompts asserted.
+
+Tests that hold for both forms run in both (`mode`: batched, the default, and per-sentence); those
+about one form's prompts pin it. The batched form's own rules are in test_extraction_batch.py."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from veritrail.method.claims import load_claims
 from veritrail.method.extraction import (
     Disambiguation,
     ExtractionConfig,
+    ExtractionMode,
     LMClaimSource,
     SentenceOutcome,
     claims_document,
@@ -30,8 +34,30 @@ from veritrail.method.extraction import (
 _TARGET = re.compile(r"<<< target sentence\n(.*?)\n>>> end target sentence", re.DOTALL)
 _STATEMENT = re.compile(r"<<< statement\n(.*?)\n>>> end statement", re.DOTALL)
 
+PER_SENTENCE = ExtractionConfig(mode=ExtractionMode.PER_SENTENCE)
+
+# The batched prompts (method.extraction_batch), told apart by their fences.
+_BATCH_KINDS = (
+    ("<<< statements\n", "decomposition"),
+    ("<<< checkable parts\n", "disambiguation"),
+    ("Sentences to answer:", "selection"),
+)
+
+
+def _fenced_lines(prompt: str, label: str) -> list[tuple[int, str]]:
+    m = re.search(rf"<<< {label}\n(.*?)\n>>> end {label}", prompt, re.DOTALL)
+    assert m, prompt[:300]
+    return [(int(i), t) for i, t in re.findall(r"^\[(\d+)\] (.*)$", m.group(1), re.MULTILINE)]
+
+
+def _batched(prompt: str) -> bool:
+    return any(mark in prompt for mark, _ in _BATCH_KINDS)
+
 
 def _kind(prompt: str) -> str:
+    for mark, kind in _BATCH_KINDS:
+        if mark in prompt:
+            return kind
     if "<<< statement" in prompt:
         return "decomposition"
     if "<<< checkable part" in prompt:
@@ -63,6 +89,8 @@ class Script:
         prompt = "\n".join(m.content for m in messages)
         kind = _kind(prompt)
         self.prompts.append((kind, prompt))
+        if _batched(prompt):
+            return self._batch(kind, prompt)
         if kind == "decomposition":
             m = _STATEMENT.search(prompt)
             assert m
@@ -85,8 +113,47 @@ class Script:
         status, text = self.disambiguation.get(sentence, ("clear", kept_m.group(1)))
         return json.dumps({"status": status, "text": text, "reason": "scripted"})
 
+    def _batch(self, kind: str, prompt: str) -> str:
+        # Sentence ids are index + 1 in every batched prompt; the text block shows the sentences.
+        shown = dict(_fenced_lines(prompt, "text"))
+        if kind == "selection":
+            asked = re.search(r"Sentences to answer: ([0-9, ]+)", prompt)
+            assert asked
+            ids = [int(i) for i in re.findall(r"\d+", asked.group(1))]
+            entries: list[dict[str, object]] = [
+                {"id": i, "text": self.selection[shown[i]] or ""} for i in ids
+            ]
+        elif kind == "disambiguation":
+            entries = []
+            for i, part in _fenced_lines(prompt, "checkable parts"):
+                status, text = self.disambiguation.get(shown[i], ("clear", part))
+                entries.append({"id": i, "status": status, "text": text})
+        else:
+            entries = [
+                {"id": i, "parts": self.decomposition.get(stmt, [stmt])}
+                for i, stmt in _fenced_lines(prompt, "statements")
+            ]
+        return json.dumps({"sentences": entries})
+
     def of(self, kind: str) -> list[str]:
         return [p for k, p in self.prompts if k == kind]
+
+    def decomposed(self) -> list[str]:
+        """Every statement sent to decomposition, in either form."""
+        out: list[str] = []
+        for p in self.of("decomposition"):
+            if _batched(p):
+                out += [t for _, t in _fenced_lines(p, "statements")]
+            else:
+                m = _STATEMENT.search(p)
+                assert m
+                out.append(m.group(1))
+        return out
+
+
+@pytest.fixture(params=[ExtractionMode.BATCHED, ExtractionMode.PER_SENTENCE])
+def mode(request: pytest.FixtureRequest) -> ExtractionMode:
+    return request.param  # type: ignore[no-any-return]
 
 
 def _model(script: Script) -> tuple[Model, FakeProvider]:
@@ -94,19 +161,21 @@ def _model(script: Script) -> tuple[Model, FakeProvider]:
     return Model(fake), fake
 
 
-async def test_sentence_without_verifiable_content_yields_nothing() -> None:
+async def test_sentence_without_verifiable_content_yields_nothing(mode: ExtractionMode) -> None:
     text = "What a wonderful story this is! Everyone should read it."
     script = Script({s: None for s in text_sentences(text)})
     model, _ = _model(script)
-    res = await extract(model, text)
+    res = await extract(model, text, config=ExtractionConfig(mode=mode))
     assert res.claims == ()
     assert [t.outcome for t in res.trace] == [SentenceOutcome.NO_VERIFIABLE_CONTENT] * 2
     # Only selection ran: no disambiguation or decomposition call for such sentences.
-    assert len(script.of("selection")) == 2
+    assert len(script.of("selection")) == (1 if mode is ExtractionMode.BATCHED else 2)
     assert script.of("disambiguation") == [] and script.of("decomposition") == []
 
 
-async def test_unresolvable_pronoun_is_dropped_and_resolvable_one_rewritten() -> None:
+async def test_unresolvable_pronoun_is_dropped_and_resolvable_one_rewritten(
+    mode: ExtractionMode,
+) -> None:
     text = (
         "Two sisters, Ana and Bea, ran the farm. "
         "She sold it in 1950. "
@@ -123,7 +192,7 @@ async def test_unresolvable_pronoun_is_dropped_and_resolvable_one_rewritten() ->
         },
     )
     model, _ = _model(script)
-    res = await extract(model, text)
+    res = await extract(model, text, config=ExtractionConfig(mode=mode))
     texts = [c.text for c in res.claims]
     assert "She sold it in 1950." not in texts
     assert "Ana Reyes opened a bakery in Lima." in texts
@@ -131,15 +200,20 @@ async def test_unresolvable_pronoun_is_dropped_and_resolvable_one_rewritten() ->
     assert res.trace[1].disambiguation is Disambiguation.UNRESOLVABLE
     assert res.trace[3].disambiguation is Disambiguation.RESOLVED
     # The dropped sentence never reached decomposition; the resolved text is what got decomposed.
-    decomposed = [_STATEMENT.search(p).group(1) for p in script.of("decomposition")]  # type: ignore[union-attr]
+    decomposed = script.decomposed()
     assert "She sold it in 1950." not in decomposed
     assert "Ana Reyes opened a bakery in Lima." in decomposed
     # The disambiguation prompt for sentence 3 showed the preceding sentences as context.
-    p3 = next(p for p in script.of("disambiguation") if s[3] in p and "<<< checkable part" in p)
-    assert "<<< preceding sentences" in p3 and s[2] in p3
+    p3 = next(p for p in script.of("disambiguation") if s[3] in p)
+    if mode is ExtractionMode.PER_SENTENCE:
+        assert "<<< preceding sentences" in p3 and s[2] in p3
+    else:
+        assert (3, s[2]) in _fenced_lines(p3, "text")
 
 
-async def test_compound_sentence_yields_several_claims_with_right_pointers() -> None:
+async def test_compound_sentence_yields_several_claims_with_right_pointers(
+    mode: ExtractionMode,
+) -> None:
     text = (
         "The report covers the harbour town. "
         "Marta founded the museum in 1921 and ran it until 1940, and the town grew quickly. "
@@ -156,7 +230,7 @@ async def test_compound_sentence_yields_several_claims_with_right_pointers() -> 
         decomposition={s[1]: parts},
     )
     model, _ = _model(script)
-    res = await extract(model, text)
+    res = await extract(model, text, config=ExtractionConfig(mode=mode))
     assert [c.text for c in res.claims] == [*parts, "The museum is still open."]
     assert [c.sentence_indices for c in res.claims] == [(1,), (1,), (1,), (2,)]
     assert [c.id for c in res.claims] == ["c1", "c2", "c3", "c4"]
@@ -168,7 +242,9 @@ async def test_compound_sentence_yields_several_claims_with_right_pointers() -> 
             assert res.trace[i].outcome is SentenceOutcome.CLAIMS
 
 
-async def test_duplicates_across_sentences_merge_keeping_every_source_sentence() -> None:
+async def test_duplicates_across_sentences_merge_keeping_every_source_sentence(
+    mode: ExtractionMode,
+) -> None:
     text = (
         "Paris is the capital of France. "
         "Berlin is large. "
@@ -184,7 +260,7 @@ async def test_duplicates_across_sentences_merge_keeping_every_source_sentence()
         },
     )
     model, _ = _model(script)
-    claims = await extract_claims(model, text)
+    claims = await extract_claims(model, text, mode=mode)
     assert [c.text for c in claims] == ["Paris is the capital of France.", "Berlin is large."]
     assert claims[0].sentence_indices == (0, 2, 3)
     assert claims[1].sentence_indices == (1,)
@@ -246,7 +322,9 @@ async def test_context_window_and_question_reach_the_prompts() -> None:
         model,
         text,
         question="What are the letters?",
-        config=ExtractionConfig(context_before=1, context_after=1),
+        config=ExtractionConfig(
+            context_before=1, context_after=1, mode=ExtractionMode.PER_SENTENCE
+        ),
     )
     p = next(p for p in script.of("selection") if "<<< target sentence\nGamma three." in p)
     before = p.split("<<< preceding sentences\n", 1)[1].split("\n>>>", 1)[0]
@@ -269,7 +347,7 @@ async def test_unreadable_reply_is_recorded_and_the_run_goes_on() -> None:
         return good(messages)
 
     model = Model(FakeProvider(responder=responder), max_reasks=1)
-    res = await extract(model, text)
+    res = await extract(model, text, config=PER_SENTENCE)
     assert [c.text for c in res.claims] == ["The bridge opened in 1932."]
     bad = res.trace[1]
     assert bad.outcome is SentenceOutcome.ERROR
@@ -277,23 +355,25 @@ async def test_unreadable_reply_is_recorded_and_the_run_goes_on() -> None:
     assert "maybe" in bad.raw
 
 
-async def test_calls_are_accounted_under_their_step_names() -> None:
+async def test_calls_are_accounted_under_their_step_names(mode: ExtractionMode) -> None:
     text = "Oslo is in Norway. How lovely."
     s = text_sentences(text)
     script = Script({s[0]: s[0], s[1]: None})
     model, _ = _model(script)
-    await extract(model, text)
+    await extract(model, text, config=ExtractionConfig(mode=mode))
     per_step = model.usage.per_step()
-    assert per_step["claim_selection"].lm_calls == 2
+    assert per_step["claim_selection"].lm_calls == (1 if mode is ExtractionMode.BATCHED else 2)
     assert per_step["claim_disambiguation"].lm_calls == 1
     assert per_step["decomposition"].lm_calls == 1
 
 
-async def test_claims_file_round_trips_through_load_claims(tmp_path: Path) -> None:
+async def test_claims_file_round_trips_through_load_claims(
+    tmp_path: Path, mode: ExtractionMode
+) -> None:
     text = "Lima is in Peru. Quito is in Ecuador."
     s = text_sentences(text)
     model, _ = _model(Script({x: x for x in s}))
-    res = await extract(model, text)
+    res = await extract(model, text, config=ExtractionConfig(mode=mode))
     out = tmp_path / "claims.json"
     write_claims_document(claims_document(res, source="x.txt", model=model.name), out)
     doc = json.loads(out.read_text())
@@ -319,6 +399,14 @@ def test_config_rejects_bad_values() -> None:
         ExtractionConfig(similarity_threshold=0.0)
     with pytest.raises(ValueError):
         ExtractionConfig(max_parallel=0)
+    with pytest.raises(ValueError):
+        ExtractionConfig(mode="sometimes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        ExtractionConfig(batch_sentences=0)
+    with pytest.raises(ValueError):
+        ExtractionConfig(batch_tokens=0)
+    # A mode given as its spelling (a flag, a settings file) is kept as the enum.
+    assert ExtractionConfig(mode="per-sentence").mode is ExtractionMode.PER_SENTENCE  # type: ignore[arg-type]
 
 
 BOOOOKSCORE = Path(__file__).resolve().parents[3] / "shared" / "data" / "booookscore"

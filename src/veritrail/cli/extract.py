@@ -16,6 +16,7 @@ from ..method.extraction import (
     DEFAULT_CONTEXT_BEFORE,
     DEFAULT_SIMILARITY,
     ExtractionConfig,
+    ExtractionMode,
     ExtractionResult,
     SentenceOutcome,
     claims_document,
@@ -68,6 +69,15 @@ def read_input_text(path: str) -> tuple[str, str]:
 )
 @click.option("--question", default=None, help="The question the text answers, if any.")
 @click.option(
+    "--extraction",
+    "mode",
+    type=click.Choice([m.value for m in ExtractionMode]),
+    default=ExtractionMode.BATCHED.value,
+    show_default=True,
+    help="Each stage over many sentences per call, or per-sentence (three calls a sentence, "
+    "the paper's form).",
+)
+@click.option(
     "--similarity",
     type=click.FloatRange(min=0.0, max=1.0, min_open=True),
     default=DEFAULT_SIMILARITY,
@@ -91,6 +101,7 @@ def extract(
     context_before: int,
     context_after: int,
     question: str | None,
+    mode: str,
     similarity: float,
     trace_path: str | None,
 ) -> None:
@@ -106,7 +117,7 @@ def extract(
         _fail(str(exc))
     except OSError as exc:
         _fail(f"{input_path}: {exc}")
-    cfg = ExtractionConfig(context_before, context_after, similarity)
+    cfg = ExtractionConfig(context_before, context_after, similarity, mode=ExtractionMode(mode))
     model = open_model(model_name, base_url=base_url, cache=cache, threads=threads)
 
     async def go() -> ExtractionResult:

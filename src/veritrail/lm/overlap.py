@@ -18,7 +18,6 @@ import json
 import re
 from typing import Any
 
-
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset(
     [
@@ -81,6 +80,33 @@ def _sentences(text: str) -> list[str]:
     return [s.strip() for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s.strip()]
 
 
+def _numbered_lines(block: str | None) -> list[tuple[int, str]]:
+    return [(int(i), t) for i, t in re.findall(r"^\[(\d+)\] (.*)$", block or "", re.M)]
+
+
+def _batched_extraction(request: dict[str, Any], user: str) -> str | None:
+    """Claim extraction's batched stages (`method.extraction_batch`), by schema name or, when the
+    endpoint got no schema, by the prompt's fences: every sentence kept whole, as one claim."""
+    fmt = (request.get("response_format") or {}).get("json_schema") or {}
+    name = fmt.get("name") or ""
+    parts = _fenced(user, "checkable parts")
+    statements = _fenced(user, "statements")
+    if name == "claim_disambiguation_batch" or (not name and parts is not None):
+        entries = [{"id": i, "status": "clear", "text": t} for i, t in _numbered_lines(parts)]
+        return json.dumps({"sentences": entries})
+    if name == "claim_decomposition_batch" or (not name and statements is not None):
+        return json.dumps(
+            {"sentences": [{"id": i, "parts": [t]} for i, t in _numbered_lines(statements)]}
+        )
+    asked = re.search(r"^Sentences to answer: ([0-9, ]+)", user, re.M)
+    if name == "claim_selection_batch" or (not name and asked is not None):
+        wanted = {int(i) for i in re.findall(r"\d+", asked.group(1))} if asked else set()
+        given = _numbered_lines(_fenced(user, "text"))
+        entries = [{"id": i, "text": t} for i, t in given if i in wanted]
+        return json.dumps({"sentences": entries})
+    return None
+
+
 def responder(request: dict[str, Any]) -> str:
     """The assistant content for one chat-completions request (see the module docstring)."""
     msgs = request.get("messages") or []
@@ -98,6 +124,9 @@ def responder(request: dict[str, Any]) -> str:
         return json.dumps({"reason": f"missing: {sorted(missing)}", "supported": not missing})
     if stmt is not None:
         return json.dumps({"parts": [stmt]})
+    batched = _batched_extraction(request, user)
+    if batched is not None:
+        return batched
     target = _fenced(user, "target sentence")
     if target is not None:
         if "<<< checkable part" in user:

@@ -12,6 +12,12 @@ question the text answered, goes through three stages:
 3. **decomposition** (`veritrail.method.subclaims.decompose_text`, the prompt the verifier also uses for
    sub-claims): split into simple, self-contained claims that name entities in full.
 
+That is the paper's form, one sentence per call (`ExtractionMode.PER_SENTENCE`): three calls a
+sentence. The default, `ExtractionMode.BATCHED` (`veritrail.method.extraction_batch`), runs each
+stage over many sentences per call (the whole text, or windows of it with their context), so a
+short answer costs three calls in all; the traces, issues and claims it gives have the same shape.
+What both forms share (settings, trace, readers) is in `extraction_common`, re-exported here.
+
 Sentences are processed concurrently. Claims found in several sentences are merged (see
 `merge_claims`), keeping every source sentence. A reply that cannot be read after the model's
 bounded re-asks is recorded in the sentence's trace and that sentence yields no claim; the run goes
@@ -28,9 +34,8 @@ import difflib
 import json
 import re
 import unicodedata
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +44,23 @@ from ..lm.base import GenerateConfig
 from ..lm.model import Model
 from ..records import Claim, SelectionIssue, Step
 from .claims import claims_to_json
+from .extraction_batch import extract_batched
+from .extraction_common import (
+    DEFAULT_CONTEXT_AFTER,
+    DEFAULT_CONTEXT_BEFORE,
+    DEFAULT_SIMILARITY,
+    DecomposeFn,
+    Disambiguation,
+    ExtractionConfig,
+    ExtractionMode,
+    SentenceOutcome,
+    SentenceTrace,
+    decomposition_context,
+    dedupe_in_order,
+    question_block,
+    read_disambiguation,
+    str_field,
+)
 from .prompting import load_prompt
 from .segment import split_sentences
 from .steps import Decomposition, unreadable_issues
@@ -57,14 +79,6 @@ SELECTION_SCHEMA: dict[str, Any] = {
 }
 
 
-class Disambiguation(StrEnum):
-    """Outcome of the disambiguation stage, spelled as the prompt asks for it."""
-
-    CLEAR = "clear"
-    RESOLVED = "resolved"
-    UNRESOLVABLE = "unresolvable"
-
-
 DISAMBIGUATION_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -75,71 +89,6 @@ DISAMBIGUATION_SCHEMA: dict[str, Any] = {
     "required": ["status", "text", "reason"],
     "additionalProperties": False,
 }
-
-DEFAULT_CONTEXT_BEFORE = 5
-DEFAULT_CONTEXT_AFTER = 2
-DEFAULT_SIMILARITY = 0.9
-
-DecomposeFn = Callable[[Model, str, str], Awaitable[Sequence[str] | Decomposition]]
-"""Signature of the decomposition stage: `(model, text, context) -> parts` (bare, or as a
-`Decomposition` that also lists unreadable replies)."""
-
-
-class SentenceOutcome(StrEnum):
-    """What happened to one sentence."""
-
-    CLAIMS = "claims"
-    NO_VERIFIABLE_CONTENT = "no_verifiable_content"
-    UNRESOLVABLE = "unresolvable"
-    NO_CLAIMS = "no_claims"  # decomposition returned nothing usable
-    ERROR = "error"  # a reply could not be read (kept in `error` / `raw`)
-
-
-@dataclass(frozen=True, slots=True)
-class ExtractionConfig:
-    """Settings of claim extraction.
-
-    `context_before` / `context_after` are the numbers of neighbouring sentences shown with each
-    sentence (to every stage). `similarity_threshold` is the `difflib` ratio used by
-    `near_duplicates` (1.0 = merge only claims equal after normalisation). `max_parallel` bounds
-    how many sentences are in flight at once. `max_tokens` caps the selection and
-    disambiguation replies (they are one short JSON object; the cap stops a weak model that
-    rambles from running for minutes).
-    """
-
-    context_before: int = DEFAULT_CONTEXT_BEFORE
-    context_after: int = DEFAULT_CONTEXT_AFTER
-    similarity_threshold: float = DEFAULT_SIMILARITY
-    max_parallel: int | None = 16
-    max_tokens: int | None = 384
-
-    def __post_init__(self) -> None:
-        if self.context_before < 0 or self.context_after < 0:
-            raise ValueError("context sizes must be >= 0")
-        if not 0.0 < self.similarity_threshold <= 1.0:
-            raise ValueError("similarity_threshold must be in (0, 1]")
-        if self.max_parallel is not None and self.max_parallel < 1:
-            raise ValueError("max_parallel must be >= 1 (or None for no bound)")
-
-
-@dataclass(frozen=True, slots=True)
-class SentenceTrace:
-    """The stages one sentence went through, for review and debugging."""
-
-    index: int
-    sentence: str
-    outcome: SentenceOutcome
-    selected: str | None = None
-    selection_reason: str = ""
-    disambiguation: Disambiguation | None = None
-    disambiguated: str | None = None
-    disambiguation_reason: str = ""
-    claims: tuple[str, ...] = ()
-    error: str | None = None
-    raw: str = ""
-    issues: tuple[SelectionIssue, ...] = ()
-    """One `unparseable_reply` issue per unreadable reply of this sentence's calls (also when a
-    re-ask then succeeded); they go with every claim taken from the sentence."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,44 +129,15 @@ class _Selected:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class _Disambiguated:
-    status: Disambiguation
-    text: str
-    reason: str
-
-
-def _str_field(d: Mapping[str, Any], key: str) -> str:
-    v = d.get(key, "")
-    if v is None:
-        return ""
-    if not isinstance(v, str):
-        raise TypeError(f"field {key!r} must be a string")
-    return v.strip()
-
-
 def _read_selection(value: Any) -> _Selected:
     if not isinstance(value, Mapping):
         raise TypeError("expected a JSON object")
     flag = value.get("has_verifiable_content")
     if not isinstance(flag, bool):
         raise TypeError("'has_verifiable_content' must be true or false")
-    text = _str_field(value, "verifiable_text")
+    text = str_field(value, "verifiable_text")
     # A "yes" with nothing kept is as good as a "no": there is nothing to carry forward.
-    return _Selected(flag and bool(text), text if flag else "", _str_field(value, "reason"))
-
-
-def _read_disambiguation(value: Any) -> _Disambiguated:
-    if not isinstance(value, Mapping):
-        raise TypeError("expected a JSON object")
-    raw_status = value.get("status")
-    if not isinstance(raw_status, str):
-        raise TypeError("'status' must be a string")
-    status = Disambiguation(raw_status.strip().lower())
-    text = _str_field(value, "text")
-    if status is not Disambiguation.UNRESOLVABLE and not text:
-        raise ValueError("a resolved or clear sentence needs a non-empty 'text'")
-    return _Disambiguated(status, text, _str_field(value, "reason"))
+    return _Selected(flag and bool(text), text if flag else "", str_field(value, "reason"))
 
 
 # -- prompts ----------------------------------------------------------------------------------
@@ -227,14 +147,6 @@ def _context_block(sentences: Sequence[str], label: str) -> str:
     if not sentences:
         return "(none)"
     return fence("\n".join(sentences), label)
-
-
-def _question_block(question: str | None) -> str:
-    # With no question the block is left out entirely: a line saying "there is no question" made
-    # a small model (Qwen2.5-Coder-1.5B) answer that nothing in the text was checkable.
-    if not question or not question.strip():
-        return ""
-    return "The text answers this question:\n" + fence(question.strip(), "question")
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,20 +163,6 @@ def _window(sentences: Sequence[str], i: int, cfg: ExtractionConfig) -> _Window:
     )
 
 
-def decomposition_context(window_before: Sequence[str], question: str | None) -> str:
-    """The context handed to the decomposition stage: the question and the preceding sentences.
-
-    Disambiguation has already made the text self-contained; this context only helps the
-    decomposer keep entity names complete.
-    """
-    parts = []
-    if question and question.strip():
-        parts.append(f"Question the text answers: {question.strip()}")
-    if window_before:
-        parts.append("Preceding text: " + " ".join(window_before))
-    return "\n".join(parts)
-
-
 # -- one sentence -----------------------------------------------------------------------------
 
 
@@ -278,7 +176,7 @@ async def _process_sentence(
 ) -> SentenceTrace:
     w = _window(sentences, index, cfg)
     common = {
-        "question": _question_block(question),
+        "question": question_block(question),
         "context_before": _context_block(w.before, "preceding sentences"),
         "context_after": _context_block(w.after, "following sentences"),
         "sentence": fence(w.sentence, "target sentence"),
@@ -316,7 +214,7 @@ async def _process_sentence(
         schema=DISAMBIGUATION_SCHEMA,
         config=GenerateConfig(schema_name=Step.CLAIM_DISAMBIGUATION, max_tokens=cfg.max_tokens),
         step=Step.CLAIM_DISAMBIGUATION,
-        validate=_read_disambiguation,
+        validate=read_disambiguation,
     )
     issues.extend(unreadable_issues(Step.CLAIM_DISAMBIGUATION, dis.unreadable))
     base = SentenceTrace(
@@ -346,14 +244,10 @@ async def _process_sentence(
         issues.extend(unreadable_issues(Step.DECOMPOSITION, got.unreadable))
         base = replace(base, issues=tuple(issues))
         got = got.parts
-    claims = _dedupe_in_order(p.strip() for p in got if p and p.strip())
+    claims = dedupe_in_order(p.strip() for p in got if p and p.strip())
     if not claims:
         return replace(base, outcome=SentenceOutcome.NO_CLAIMS)
     return replace(base, outcome=SentenceOutcome.CLAIMS, claims=tuple(claims))
-
-
-def _dedupe_in_order(items: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(items))
 
 
 # -- merging ----------------------------------------------------------------------------------
@@ -458,12 +352,19 @@ async def extract(
 ) -> ExtractionResult:
     """Extract claims from `text` and return them with the per-sentence trace.
 
-    `decompose` defaults to `veritrail.method.subclaims.decompose_text_parts` (the verifier's sub-claim
-    decomposition, so one prompt serves both).
+    In the per-sentence form `decompose` defaults to
+    `veritrail.method.subclaims.decompose_text_parts` (the verifier's sub-claim decomposition, so
+    one prompt serves both). In the batched form (the default) decomposition is a batched call of
+    its own, unless `decompose` is given: then it is called per sentence, as here.
     """
     cfg = config or ExtractionConfig()
-    dec = decompose or decompose_text_parts
     sentences = text_sentences(text)
+    if cfg.mode is ExtractionMode.BATCHED:
+        batched = await extract_batched(model, sentences, question, cfg, decompose)
+        found = [(t.index, c) for t in batched for c in t.claims]
+        merged = merge_claims(found, similarity_threshold=cfg.similarity_threshold)
+        return ExtractionResult(tuple(sentences), tuple(merged), tuple(batched))
+    dec = decompose or decompose_text_parts
     sem = asyncio.Semaphore(cfg.max_parallel) if cfg.max_parallel else None
 
     async def one(i: int) -> SentenceTrace:
@@ -486,9 +387,12 @@ async def extract_claims(
     context_before: int = DEFAULT_CONTEXT_BEFORE,
     context_after: int = DEFAULT_CONTEXT_AFTER,
     similarity_threshold: float = DEFAULT_SIMILARITY,
+    mode: ExtractionMode | str = ExtractionMode.BATCHED,
 ) -> list[Claim]:
     """Extract the claims of `text` (the merged list only; see `extract` for the trace)."""
-    cfg = ExtractionConfig(context_before, context_after, similarity_threshold)
+    cfg = ExtractionConfig(
+        context_before, context_after, similarity_threshold, mode=ExtractionMode(mode)
+    )
     return list((await extract(model, text, question=question, config=cfg)).claims)
 
 
@@ -573,11 +477,17 @@ def trace_to_json(trace: Sequence[SentenceTrace]) -> list[dict[str, Any]]:
 
 __all__ = [
     "CLAIMS_FILE_FORMAT",
+    "DEFAULT_BATCH_SENTENCES",
+    "DEFAULT_BATCH_TOKENS",
+    "DEFAULT_CONTEXT_AFTER",
+    "DEFAULT_CONTEXT_BEFORE",
+    "DEFAULT_SIMILARITY",
     "DISAMBIGUATION_SCHEMA",
     "SELECTION_SCHEMA",
     "DecomposeFn",
     "Disambiguation",
     "ExtractionConfig",
+    "ExtractionMode",
     "ExtractionResult",
     "LMClaimSource",
     "SentenceOutcome",

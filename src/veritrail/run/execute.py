@@ -121,7 +121,9 @@ async def open_run_store(
             assert model is not None
             if extracting is not None:
                 extracting()
-            claims, kept = await extract_claims(model, job.dag, job.settings.question)
+            claims, kept = await extract_claims(
+                model, job.dag, job.settings.question, job.settings.extraction
+            )
             extra.update(kept)
         return RunStore.create_or_open(
             job.run_dir,
@@ -156,15 +158,17 @@ def store_extra(job: Job) -> dict[str, Any]:
 
 
 async def extract_claims(
-    model: Model, dag: Dag, question: str | None
+    model: Model, dag: Dag, question: str | None, mode: str = "batched"
 ) -> tuple[list[Claim], dict[str, Any]]:
     """The claims of `dag`'s final output, and what run.json keeps about their extraction:
     `extraction_cost` (the calls made outside any claim) and `extraction_issues` (unreadable
     replies met while extracting a claim head that claim's issues, so a resumed run still
-    reports them). Shared by `veritrail verify` and `veritrail batch`; raises `ProviderError`."""
-    from ..method.extraction import LMClaimSource
+    reports them). Shared by `veritrail verify` and `veritrail batch`; raises `ProviderError`.
+    `mode` is the `extraction` setting (`method.extraction.ExtractionMode`)."""
+    from ..method.extraction import ExtractionConfig, ExtractionMode, LMClaimSource
 
-    source = LMClaimSource(model, question=question)
+    config = ExtractionConfig(mode=ExtractionMode(mode))
+    source = LMClaimSource(model, question=question, config=config)
     claims = await source.claims_for(dag.node(dag.terminal).text)
     kept: dict[str, Any] = {"extraction_cost": _cost_dict(model.usage.for_claim(None).values())}
     if source.last is not None:
