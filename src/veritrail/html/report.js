@@ -15,6 +15,24 @@
   function vlabel(v) { return v == null ? 'Error' : v; }
   function fmtInt(n) { return Number(n || 0).toLocaleString('en-US'); }
   function fmtUsd(x) { return '$' + Number(x || 0).toFixed(x >= 1 ? 2 : 4); }
+  // display.py's unpriced_models and fmt_dollars, so the page and the terminal agree.
+  var NO_PRICE_NOTE = 'no price known for ';
+  function unpricedModels(notes) {
+    var out = [];
+    notes.forEach(function (n) {
+      if (typeof n !== 'string' || n.indexOf(NO_PRICE_NOTE) !== 0) return;
+      var name = n.slice(NO_PRICE_NOTE.length).split(';')[0].trim();
+      if (name && out.indexOf(name) < 0) out.push(name);
+    });
+    return out;
+  }
+  function fmtDollars(x, unpriced) {
+    var usd = '$' + Number(x || 0).toFixed(4);
+    if (!unpriced.length) return usd;
+    var why = 'no price for ' + unpriced.join(', ');
+    return Number(x || 0) <= 0 ? 'cost unknown (' + why + ')' : usd + ' + unknown (' + why + ')';
+  }
+  function plural(n, word) { return fmtInt(n) + ' ' + word + (Number(n) === 1 ? '' : 's'); }
   function pct(x) { return (100 * Number(x || 0)).toFixed(1) + '%'; }
   // Every string from the data (ids, paths, claims, node text, reasoning, errors) is shown
   // with its bidirectional embedding/override/isolate controls and marks made visible as code
@@ -85,7 +103,32 @@
       DATA.run && DATA.run.finished ? el('span', { text: 'finished ' + DATA.run.finished }) : null,
       DATA.run && DATA.run.partial ? el('span', { class: 'partial', text: 'PARTIAL: ' + claims.length + ' of ' + DATA.run.claims_total + ' claims finished' }) : null);
     h.append(el('h1', { text: 'VeriTrail report' }), meta);
+    var label = modelLabel();
+    if (label) {
+      // Above everything else: verdicts of a small or demonstration model are not a judge's.
+      h.append(el('div', { class: 'model-banner', id: 'vt-model-banner', role: 'note',
+        text: 'Verdicts by ' + (DATA.model || '?') + ': ' + label + '.' }));
+    }
     ((DATA.run && DATA.run.notes) || []).forEach(function (n) { h.append(el('div', { class: 'note run-note', text: String(n) })); });
+  }
+
+  // What made the verdicts (report version 3's model_kind/model_label; derived from the model's
+  // name for older reports, as veritrail.report.model_kind does). Null for a judge.
+  var MODEL_LABELS = {
+    demonstration: 'demonstration, not a judge',
+    embedded: 'embedded small model, for trying the tool, not a judge',
+    oracle: 'verdicts read from an oracle file, no model'
+  };
+  function modelKind() {
+    if (DATA.model_kind) return DATA.model_kind;
+    var m = String(DATA.model || '');
+    if (m.indexOf('demo/') === 0 || m.split('/').slice(1).join('/').indexOf('demo') === 0) return 'demonstration';
+    if (m.indexOf('local/') === 0) return 'embedded';
+    return m === 'oracle' ? 'oracle' : 'judge';
+  }
+  function modelLabel() {
+    if (DATA.model_label !== undefined) return DATA.model_label;
+    return MODEL_LABELS[modelKind()] || null;
   }
 
   function renderSummary() {
@@ -155,12 +198,19 @@
   }
 
   function costBox(s) {
+    // The same figures as the terminal's Cost table (run/summary.py summary_tables): the claims'
+    // cost plus claim extraction's, cache hits counted among the calls, and "cost unknown" for
+    // a model with no price rather than a $0 that reads as a price.
     var c = s.cost || {};
+    var ext = (DATA.run && DATA.run.extraction_cost) || {};
+    function total(k) { return Number(c[k] || 0) + Number(ext[k] || 0); }
     var t = el('table', { class: 'kv' });
     function row(k, v) { t.append(el('tr', null, el('td', { text: k }), el('td', { text: v }))); }
-    row('model calls', fmtInt(c.lm_calls) + (c.cached_calls ? ' (+' + fmtInt(c.cached_calls) + ' from cache)' : ''));
-    row('tokens in / out', fmtInt(c.input_tokens) + ' / ' + fmtInt(c.output_tokens));
-    row('cost', fmtUsd(c.dollars));
+    row('model calls', fmtInt(total('lm_calls')));
+    if (DATA.run && DATA.run.extraction_cost) row('of which claim extraction', fmtInt(ext.lm_calls));
+    row('of which from cache', fmtInt(total('cached_calls')));
+    row('tokens in / out', fmtInt(total('input_tokens')) + ' / ' + fmtInt(total('output_tokens')));
+    row('cost', fmtDollars(total('dollars'), unpricedModels((DATA.run && DATA.run.notes) || [])));
     var readMean = Number(c.nodes_read_mean || 0);
     row('nodes read per claim', readMean.toFixed(1) + (dag.nodes ? ' (' + pct(readMean / dag.nodes) + ' of ' + fmtInt(dag.nodes) + ')' : ''));
     row('nodes read by any claim', fmtInt(Math.max(0, nodes.length - 1)));
@@ -231,7 +281,9 @@
     var cls = vclass(c.verdict);
     var card = el('article', { class: 'card ' + cls, 'data-claim-id': c.id, 'data-verdict': vlabel(c.verdict), tabindex: 0 });
     var cost = c.cost || {};
-    var stageText = c.error_stage_status === 'identified' ? 'error stage ' + c.error_stages.join(', ')
+    var blamed = blamedOf(c);
+    var stageText = c.error_stage_status === 'identified' ? 'error stage ' + c.error_stages.join(', ') +
+      (blamed.length ? ', node' + (blamed.length > 1 ? 's ' : ' ') + showIds(blamed, ', ') : '')
       : c.error_stage_status === 'not_identifiable' ? 'error stage not identifiable' : null;
     card.append(
       el('div', { class: 'head' },
@@ -242,10 +294,12 @@
         c.review ? el('span', { class: 'badge reviewed ' + vclass(c.review.verdict), text: 'reviewed: ' + c.review.verdict }) : null),
       el('div', { class: 'claim-text', text: c.text }),
       el('div', { class: 'meta' },
-        el('span', { text: (c.iterations || []).length + ' iterations' }),
+        el('span', { text: plural((c.iterations || []).length, 'iteration') }),
         el('span', { text: fmtInt(cost.nodes_read) + ' nodes read (' + pct(cost.nodes_read_share) + ')' }),
         el('span', { text: fmtInt(cost.lm_calls) + ' model calls' }),
         stageText ? el('span', { class: 'stage-text', text: stageText }) : null));
+    var brief = reasoningBrief(c);
+    if (brief) card.append(brief);
     var review = reviewLine(c);
     if (review) card.append(review);
     var det = el('details', { class: 'more' }, el('summary', { text: 'Reasoning and evidence trail' }));
@@ -276,6 +330,29 @@
     });
     card.addEventListener('keydown', function (ev) { if (ev.key === 'Enter') select(c.id); });
     return card;
+  }
+
+  // The judge's reasoning on the card: cut with an ellipsis, in full on demand ("show all").
+  var REASONING_SHOWN = 160;
+  function reasoningBrief(c) {
+    var full = String(c.reasoning || '');
+    if (!full) return null;
+    var cut = full.length > REASONING_SHOWN;
+    var text = el('span', { class: 'reasoning-text', text: cut ? full.slice(0, REASONING_SHOWN - 1).trimEnd() + '\u2026' : full });
+    var box = el('div', { class: 'reasoning-brief' }, el('span', { class: 'note', text: 'reasoning: ' }), text);
+    if (cut) {
+      var more = el('button', { type: 'button', class: 'linklike reasoning-more', text: 'show all' });
+      more.addEventListener('click', function (ev) {
+        ev.stopPropagation();
+        var open = more.getAttribute('aria-expanded') === 'true';
+        text.textContent = showText(open ? full.slice(0, REASONING_SHOWN - 1).trimEnd() + '\u2026' : full);
+        more.textContent = open ? 'show all' : 'show less';
+        more.setAttribute('aria-expanded', open ? 'false' : 'true');
+      });
+      more.setAttribute('aria-expanded', 'false');
+      box.append(' ', more);
+    }
+    return box;
   }
 
   // A person's review (report version 2) beside the model's verdict, never in its place.
@@ -362,14 +439,67 @@
       var dot = el('i'); dot.style.background = p[0];
       legend.append(el('span', null, dot, p[1]));
     });
+    // The node blamed for the error stage: a big dashed red ring, as drawn on the node.
+    legend.append(el('span', { id: 'vt-legend-blamed' }, el('i', { class: 'ring' }), 'blamed node (unsupported content entered here)'));
     aside.append(legend);
+    aside.append(el('div', { id: 'vt-blamed', class: 'blamed-line', hidden: 'hidden' }));
     var cb = el('input', { type: 'checkbox', id: 'vt-trail-only' });
     state.trailOnly = cb.checked = nodes.length > TRAIL_ONLY_DEFAULT_ABOVE;
     cb.addEventListener('change', function () { state.trailOnly = cb.checked; redraw(); });
     aside.append(el('label', { class: 'note' }, cb, ' draw only the selected claim\'s trail (' + nodes.length + ' nodes in all)'));
     aside.append(el('div', { id: 'vt-dag-canvas', class: 'dag-scroll' }));
-    aside.append(el('div', { id: 'vt-node', class: 'box' }, el('span', { class: 'note', text: 'Select a claim to see its trail; click a node to read it.' })));
+    aside.append(el('div', { id: 'vt-node', class: 'box' }));
+    nodeHint();
     redraw();
+  }
+
+  // The node panel's hint until a node is shown: "Select a claim" only while none is selected.
+  function nodeHint() {
+    var box = document.getElementById('vt-node');
+    box.textContent = '';
+    box.append(el('span', { class: 'note', id: 'vt-hint', text: state.selected
+      ? 'Click a node to read it.' : 'Select a claim to see its trail; click a node to read it.' }));
+  }
+
+  // The selected claim's blamed nodes, named above the drawing.
+  function showBlamed(c) {
+    var line = document.getElementById('vt-blamed');
+    if (!line) return;
+    var blamed = c ? blamedOf(c) : [];
+    line.textContent = '';
+    line.hidden = !blamed.length;
+    if (!blamed.length) return;
+    line.append(el('span', { text: 'Claim ' + showText(c.id) + ': error stage ' + c.error_stages.join(', ') +
+      ', blamed node' + (blamed.length > 1 ? 's ' : ' ') }),
+      el('span', { class: 'nid', text: showIds(blamed, ', ') }));
+  }
+
+  function blamedOf(c) {
+    return Object.keys(trailOf(c).err).sort(function (a, b) { return a.localeCompare(b, 'en', { numeric: true }); });
+  }
+
+  // Short node labels that tell nodes apart: a path's folders are dropped when the file names
+  // alone are distinct ("a.txt#0", not "examples/chec…" for every source), and a label too long
+  // for its column keeps its end ("…long-name#12"). The full id is the node's tooltip.
+  function nodeLabels(list) {
+    var base = {}, seen = {}, clash = false;
+    list.forEach(function (n) {
+      var id = showText(n.id), cut = id.lastIndexOf('/');
+      base[n.id] = cut >= 0 && cut < id.length - 1 ? id.slice(cut + 1) : id;
+      if (seen[base[n.id]] && seen[base[n.id]] !== n.id) clash = true;
+      seen[base[n.id]] = n.id;
+    });
+    var out = {};
+    list.forEach(function (n) { out[n.id] = clash ? showText(n.id) : base[n.id]; });
+    return out;
+  }
+  function fitLabel(textEl, full, maxWidth) {
+    textEl.textContent = full;
+    if (textEl.getComputedTextLength() <= maxWidth) return;
+    for (var keep = full.length - 1; keep > 1; keep--) {
+      textEl.textContent = '\u2026' + full.slice(full.length - keep);
+      if (textEl.getComputedTextLength() <= maxWidth) return;
+    }
   }
 
   // Draw the DAG (all touched nodes, or the selected claim's trail) and re-apply the highlight.
@@ -385,61 +515,78 @@
     if (state.focusNode && nodeEls[state.focusNode]) nodeEls[state.focusNode].classList.add('focus');
   }
 
+  // Layout: one column per stage, sources on the left. A node is a circle with its label above
+  // and to the right; edges are drawn at the height of the circles, never of the labels: an edge
+  // leaves its source to the right, turns in the gap at the column's right edge ("gutter"),
+  // runs to its target's height and enters the target from the left. An edge that skips stages
+  // climbs to a channel above every node, crosses there and comes down in the gutter left of its
+  // target, so no edge runs through a label (tests/test_html_trail_view.py checks the geometry).
+  var DAG_LAYOUT = { colW: 170, rowH: 32, padTop: 44, padLeft: 14, r: 6, channel: 30 };
   function drawDag(list) {
+    var L = DAG_LAYOUT;
     var canvas = document.getElementById('vt-dag-canvas');
     canvas.textContent = '';
     nodeEls = {}; edgeEls = []; bandEls = {};
     var stages = {};
     list.forEach(function (n) { (stages[n.stage] = stages[n.stage] || []).push(n); });
     var stageKeys = Object.keys(stages).map(Number).sort(function (a, b) { return a - b; });
-    var colW = 130, rowH = 24, padTop = 26, padLeft = 14;
     var tallest = 0;
     stageKeys.forEach(function (k) {
       stages[k].sort(function (a, b) { return a.id.localeCompare(b.id, 'en', { numeric: true }); });
       tallest = Math.max(tallest, stages[k].length);
     });
-    var W = padLeft * 2 + stageKeys.length * colW, H = padTop + tallest * rowH + 10;
+    var W = L.padLeft * 2 + stageKeys.length * L.colW, H = L.padTop + tallest * L.rowH + 10;
     var g = sv('svg', { class: 'dag', id: 'vt-dag-svg', width: W, height: H, viewBox: '0 0 ' + W + ' ' + H });
-    var pos = {};
+    canvas.append(g);  // in the document first: labels are measured to fit their column
+    var pos = {}, colOf = {};
     stageKeys.forEach(function (k, ci) {
-      var x0 = padLeft + ci * colW;
-      var band = sv('rect', { class: 'band', x: x0, y: 0, width: colW, height: H, 'data-stage': k });
+      var x0 = L.padLeft + ci * L.colW;
+      var band = sv('rect', { class: 'band', x: x0, y: 0, width: L.colW, height: H, 'data-stage': k });
       bandEls[k] = band;
       g.append(band);
       var lab = sv('text', { class: 'stage-label', x: x0 + 8, y: 14 }); lab.textContent = 'stage ' + k;
       g.append(lab);
       var col = stages[k];
-      var offset = (tallest - col.length) * rowH / 2;
-      col.forEach(function (n, ri) { pos[n.id] = { x: x0 + 14, y: padTop + offset + ri * rowH + rowH / 2 }; });
+      var offset = (tallest - col.length) * L.rowH / 2;
+      col.forEach(function (n, ri) {
+        pos[n.id] = { x: x0 + 14, y: L.padTop + offset + ri * L.rowH + L.rowH / 2 };
+        colOf[n.id] = ci;
+      });
     });
+    function gutter(ci) { return L.padLeft + (ci + 1) * L.colW - 10; }
     var edgeLayer = sv('g'), nodeLayer = sv('g');
+    g.append(edgeLayer, nodeLayer);
     list.forEach(function (n) {
       n.sources.forEach(function (s) {
         if (!pos[s]) return;
-        var a = pos[s], b = pos[n.id];
-        var mx = (a.x + b.x) / 2;
-        var p = sv('path', { class: 'edge', d: 'M' + a.x + ',' + a.y + ' C' + mx + ',' + a.y + ' ' + mx + ',' + b.y + ' ' + b.x + ',' + b.y,
-          'data-from': s, 'data-to': n.id });
+        var a = pos[s], b = pos[n.id], ca = colOf[s], cb = colOf[n.id];
+        var d = 'M' + (a.x + L.r) + ',' + a.y;
+        if (cb - ca <= 1) {
+          d += ' H' + gutter(ca) + ' V' + b.y;
+        } else {
+          d += ' H' + gutter(ca) + ' V' + L.channel + ' H' + gutter(cb - 1) + ' V' + b.y;
+        }
+        d += ' H' + (b.x - L.r);
+        var p = sv('path', { class: 'edge', d: d, 'data-from': s, 'data-to': n.id });
         edgeEls.push(p);
         edgeLayer.append(p);
       });
     });
+    var labels = nodeLabels(list);
+    var maxLabel = L.colW - 14 - (L.r + 4) - 18;  // from the label's start to short of the gutter
     list.forEach(function (n) {
       var p = pos[n.id];
       var grp = sv('g', { class: 'node' + (n.id === dag.terminal ? ' terminal' : ''), 'data-node-id': n.id,
         transform: 'translate(' + p.x + ',' + p.y + ')' });
       var t = sv('title'); t.textContent = showText(n.id) + ' (stage ' + n.stage + (n.is_root ? ', source' : '') + ')';
-      grp.append(t, sv('circle', { r: 6 }));
-      var label = sv('text', { x: 10, y: 3.5 });
-      var shown = showText(n.id);
-      label.textContent = shown.length > 14 ? shown.slice(0, 13) + '\u2026' : shown;
+      grp.append(t, sv('circle', { r: L.r }));
+      var label = sv('text', { class: 'node-label', x: L.r + 4, y: -L.r - 2 });
       grp.append(label);
+      nodeLayer.append(grp);
+      fitLabel(label, labels[n.id], maxLabel);
       grp.addEventListener('click', function () { showNode(n.id); });
       nodeEls[n.id] = grp;
-      nodeLayer.append(grp);
     });
-    g.append(edgeLayer, nodeLayer);
-    canvas.append(g);
   }
 
   function trailOf(c) {
@@ -479,6 +626,8 @@
       cl.toggle('evidence', !!(t && t.evidence[id]));
       cl.toggle('prov', !!(t && t.prov[id]));
       cl.toggle('errnode', !!(t && t.err[id]));
+      // The blamed node's ring is the biggest mark on the drawing.
+      g.querySelector('circle').setAttribute('r', t && t.err[id] ? DAG_LAYOUT.r + 4 : DAG_LAYOUT.r);
       cl.toggle('dim', !!(t && !t.checked[id] && id !== dag.terminal));
     });
     edgeEls.forEach(function (e) {
@@ -490,6 +639,7 @@
     sentenceEls.forEach(function (sp, i) {
       sp.classList.toggle('hl', !!(c && (c.sentence_indices || []).indexOf(i) >= 0));
     });
+    showBlamed(c);
   }
 
   // Show a node's details and bring it into view in the DAG panel (after the click selected the
@@ -536,7 +686,7 @@
     });
     if (state.trailOnly) redraw(); else highlight(c);
     try { history.replaceState(null, '', c ? '#claim=' + encodeURIComponent(id) : '#'); } catch (e) { /* file:// in some browsers */ }
-    if (state.focusNode) showNode(state.focusNode);
+    if (state.focusNode) showNode(state.focusNode); else nodeHint();
     return !!c;
   }
 
