@@ -1,0 +1,307 @@
+"""The report's typed contract: pydantic models of the versioned JSON report, from which
+`schemas/report.schema.json` is generated (`python -m veritrail.report_model`; CI fails when the
+committed file is stale: tests/test_report_model.py).
+
+Readers of reports (results, the runs index, diff, the CI outputs, the Phoenix marks, the batch
+summary) validate a report once with `parse_report` and read typed fields instead of string keys.
+The verdict, termination, error-stage and issue names come from the enums of `records`, so they
+are defined once. Objects accept fields they do not know (a later minor addition, another
+tool's extra such as G2LDetect's `g2l`) except where the format has always forbidden them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .records import ErrorStageStatus, IssueKind, Termination, Verdict
+
+SCHEMA_FILE = Path(__file__).parent / "schemas" / "report.schema.json"
+SCHEMA_ID = "https://veritrail.dev/schemas/report-v3.json"
+
+NonNegInt = Annotated[int, Field(ge=0)]
+NonNegFloat = Annotated[float, Field(ge=0)]
+
+
+class ModelKind(StrEnum):
+    """What made a report's verdicts (version 3's `model_kind`)."""
+
+    JUDGE = "judge"
+    EMBEDDED = "embedded"
+    DEMONSTRATION = "demonstration"
+    ORACLE = "oracle"
+
+
+class _Open(BaseModel):
+    """An object of the report that may carry fields this version does not name."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class _Closed(BaseModel):
+    """An object of the report whose fields are exactly these."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EvidenceDoc(_Closed):
+    node_id: str
+    sentence_index: NonNegInt
+    text: str
+
+
+class SummaryItemDoc(_Closed):
+    node_ids: list[str]
+    text: str
+
+
+class IterationDoc(_Open):
+    index: Annotated[int, Field(ge=1, description="1-based iteration number")]
+    nodes_checked: list[str] = Field(
+        description="nodes whose sentences evidence selection read in this iteration"
+    )
+    carried_roots: list[str] = Field(
+        description="roots with earlier evidence, not re-read, whose full text went into this "
+        "verdict"
+    )
+    nodes_with_evidence: list[str] = Field(
+        description="nodes from which sentences were selected in this iteration"
+    )
+    evidence: list[EvidenceDoc]
+    summaries: list[SummaryItemDoc]
+    dropped_ids: list[str] = Field(
+        description="ids returned by evidence selection that were not assigned in the prompt"
+    )
+    verdict: Verdict
+    reasoning: str
+    verdict_called_lm: bool = Field(
+        description="false when the verdict was Not Fully Supported for lack of evidence"
+    )
+    compression_reruns: NonNegInt = 0
+    evidence_truncated: bool = Field(
+        default=False,
+        description="the verdict saw only the largest subset of evidence that fits",
+    )
+
+
+class IssueDoc(_Open):
+    kind: IssueKind
+    detail: str
+
+
+class StepCostDoc(_Open):
+    lm_calls: NonNegInt
+    cached_calls: NonNegInt
+    input_tokens: NonNegInt
+    output_tokens: NonNegInt
+    dollars: NonNegFloat
+
+
+class ClaimCostDoc(_Open):
+    lm_calls: NonNegInt = Field(description="model calls the method made, cache hits included")
+    cached_calls: NonNegInt = Field(
+        default=0, description="of those, answered from the cache (no cost)"
+    )
+    input_tokens: NonNegInt
+    output_tokens: NonNegInt
+    dollars: NonNegFloat | None = Field(
+        default=None, description="price of calls actually made (cache hits cost nothing)"
+    )
+    nodes_read: NonNegInt
+    nodes_read_share: Annotated[float, Field(ge=0, le=1)]
+    wall_seconds: NonNegFloat | None = None
+    per_step: dict[str, StepCostDoc] = Field(default_factory=dict)
+
+
+class ReviewDoc(_Open):
+    """Version 2: the effective (latest) review of the claim by a person (`veritrail review`);
+    the model's verdict stays in the claim's `verdict`. The history is in the run directory's
+    reviews.jsonl."""
+
+    verdict: Verdict
+    reason: Annotated[str, Field(min_length=1)]
+    author: str
+    time: str = Field(description="ISO 8601, UTC")
+    count: Annotated[int, Field(ge=1, description="how many reviews the claim has had")]
+
+
+class ClaimDoc(_Open):
+    id: str
+    text: str
+    sentence_indices: list[NonNegInt] = Field(
+        default_factory=list,
+        description="terminal-node sentences the claim came from (extraction)",
+    )
+    subclaims: list[str]
+    verdict: Verdict | None = Field(
+        description="null when the claim could not be finished (see error)"
+    )
+    reasoning: str
+    termination: Termination
+    error: str | None
+    score: float | None = Field(
+        default=None,
+        description="soft prediction: share of Fully Supported samples in the final iteration",
+    )
+    review: ReviewDoc | None = None
+    iterations: list[IterationDoc]
+    provenance: list[list[str]] = Field(
+        description="paths of evidence nodes from a source of the terminal node down to a root"
+    )
+    error_stages: list[Annotated[int, Field(ge=1)]]
+    error_stage_status: ErrorStageStatus
+    issues: list[IssueDoc] = Field(default_factory=list)
+    cost: ClaimCostDoc
+
+
+class DagNodeDoc(_Open):
+    id: str
+    stage: int
+    is_root: bool
+    sources: list[str]
+    n_sources: int | None = None
+    preview: str | None = None
+
+
+class DagDoc(_Open):
+    path: str | None = None
+    nodes: Annotated[int, Field(ge=1)]
+    terminal: str
+    terminal_sentences: list[str] = Field(default_factory=list)
+    nodes_per_stage: dict[str, int]
+    max_stage: int | None = None
+    nodes_touched: list[DagNodeDoc]
+
+
+class SummaryCostDoc(_Open):
+    lm_calls: NonNegInt = 0
+    cached_calls: NonNegInt = 0
+    input_tokens: NonNegInt = 0
+    output_tokens: NonNegInt = 0
+    dollars: NonNegFloat | None = None
+    nodes_read_mean: NonNegFloat | None = None
+
+
+class SummaryDoc(_Open):
+    claims: NonNegInt
+    verdicts: dict[str, NonNegInt] = Field(
+        description="claims per verdict name, and `error` for claims with none"
+    )
+    terminations: dict[str, NonNegInt] = Field(default_factory=dict)
+    error_stages: dict[str, NonNegInt] = Field(description="claims per error stage")
+    cost: SummaryCostDoc
+
+
+class BatchJobDoc(_Open):
+    job: str
+    executor: str
+
+
+class RunDoc(_Open):
+    """Run metadata that differs between identical runs (times, run directory), and the gate the
+    run applied (`max_unsupported`, so that a loaded report's exit code is the run's)."""
+
+    started: str | None = None
+    finished: str | None = None
+    wall_seconds: NonNegFloat | None = None
+    run_dir: str | None = None
+    resumed_claims: NonNegInt | None = None
+    max_unsupported: Annotated[float, Field(ge=0, le=1)] | None = None
+    notes: list[str] = Field(default_factory=list)
+    fatal: str | None = None
+    batch: BatchJobDoc | None = None
+    partial: bool = False
+    claims_total: NonNegInt | None = None
+    extraction_cost: dict[str, Any] | None = None
+
+
+class ReportDoc(_Open):
+    """A VeriTrail report, versions 1 to 3 (2 adds a claim's optional review, 3 the model's
+    kind)."""
+
+    format: Literal["veritrail-report"]
+    version: Literal[1, 2, 3]
+    model: str = Field(description="provider/model, or 'oracle'")
+    model_kind: ModelKind | None = Field(
+        default=None,
+        description="what made the verdicts (version 3; absent before: derive it from model)",
+    )
+    model_label: str | None = Field(
+        default=None,
+        description="the words shown beside every verdict of a model that is not a judge, "
+        "e.g. 'demonstration, not a judge' (version 3)",
+    )
+    config: dict[str, Any] = Field(description="the loop settings used (VerifyConfig)")
+    dag: DagDoc
+    summary: SummaryDoc
+    claims: list[ClaimDoc]
+    run: RunDoc = Field(default_factory=RunDoc)
+    g2l: dict[str, Any] | None = Field(
+        default=None,
+        description="G2LDetect's result attached by `veritrail detect --attach` (its own format, "
+        "veritrail-g2l-report)",
+    )
+    sirg: dict[str, Any] | None = Field(
+        default=None, description="SIRG's detection attached by `veritrail sirg` (its own format)"
+    )
+
+
+class ReportContractError(ValueError):
+    """A report that does not follow the typed contract (one line naming the first problem)."""
+
+
+def parse_report(doc: Mapping[str, Any]) -> ReportDoc:
+    """`doc` as a `ReportDoc`; `ReportContractError` naming the first field that is wrong."""
+    try:
+        return ReportDoc.model_validate(doc)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "the report"
+        raise ReportContractError(f"report field {where}: {first['msg']}") from None
+
+
+def report_schema() -> dict[str, Any]:
+    """The JSON Schema of `ReportDoc`, as `schemas/report.schema.json` holds it."""
+    schema = ReportDoc.model_json_schema(mode="validation")
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        **schema,
+    }
+
+
+def schema_text() -> str:
+    """The schema file's exact text (sorted keys, two-space indent, final newline)."""
+    return json.dumps(report_schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+def main() -> None:
+    """Write `schemas/report.schema.json` from the models (the one way the file changes)."""
+    SCHEMA_FILE.write_text(schema_text(), encoding="utf-8")
+    print(f"wrote {SCHEMA_FILE}")
+
+
+if __name__ == "__main__":
+    main()
+
+
+__all__ = [
+    "SCHEMA_FILE",
+    "ClaimDoc",
+    "DagDoc",
+    "IterationDoc",
+    "ModelKind",
+    "ReportContractError",
+    "ReportDoc",
+    "ReviewDoc",
+    "RunDoc",
+    "SummaryDoc",
+    "parse_report",
+    "report_schema",
+    "schema_text",
+]
