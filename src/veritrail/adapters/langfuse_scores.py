@@ -72,6 +72,24 @@ def _keys() -> tuple[str, str]:
     return public, secret
 
 
+def _decode(content: bytes, where: str) -> dict[str, Any]:
+    """A 2xx answer's body as a JSON object ({} when empty); an HTML page, invalid UTF-8 or
+    JSON cut short is the server's fault: `LangfuseError` (exit 3), one line."""
+    if not content:
+        return {}
+    import orjson
+
+    try:
+        body = orjson.loads(content)
+    except orjson.JSONDecodeError as exc:
+        raise LangfuseError(
+            redact(f"Langfuse answered {where} with a body that is not JSON ({exc})")
+        ) from None
+    if not isinstance(body, dict):
+        raise LangfuseError(redact(f"Langfuse answered {where} with JSON that is not an object"))
+    return body
+
+
 def write_scores(endpoint: str, marks: list[Mark], *, timeout: float = 30.0) -> tuple[str, ...]:
     """POST every mark as a score; the ids Langfuse answered with."""
     import httpx2  # the openai SDK's HTTP library; a declared core dependency
@@ -101,7 +119,7 @@ def write_scores(endpoint: str, marks: list[Mark], *, timeout: float = 30.0) -> 
                         f"{resp.text.strip()[:300]}"
                     )
                 )
-            body = resp.json() if resp.content else {}
+            body = _decode(resp.content, f"POST {shown}{SCORES_PATH}")
             ids.append(str(body.get("id") or score_id(mark)))
     return tuple(ids)
 

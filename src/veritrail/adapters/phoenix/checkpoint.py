@@ -64,6 +64,7 @@ class Checkpoint:
             raise CheckpointError(f"checkpoint {p}: not a veritrail watch checkpoint")
         if doc.get("version") != VERSION:
             raise CheckpointError(f"checkpoint {p}: version {doc.get('version')} is not {VERSION}")
+        _check_types(p, doc)
         theirs = doc.get("watch") or {}
         differ = sorted(k for k in identity if theirs.get(k) != identity[k])
         if differ:
@@ -71,10 +72,7 @@ class Checkpoint:
             raise CheckpointError(
                 f"checkpoint {p} belongs to another watch: {shown}; give another --checkpoint"
             )
-        traces = doc.get("traces") or {}
-        if not isinstance(traces, dict):
-            raise CheckpointError(f"checkpoint {p}: 'traces' is not an object")
-        return cls(p, dict(identity), dict(traces), doc.get("watermark"))
+        return cls(p, dict(identity), dict(doc.get("traces") or {}), doc.get("watermark"))
 
     def done(self, trace_id: str) -> bool:
         """Whether the trace is finished (annotated or skipped)."""
@@ -116,6 +114,39 @@ class Checkpoint:
     def counts(self, statuses: Sequence[str] = ("annotated", "skipped")) -> dict[str, int]:
         """Finished traces by status."""
         return {s: sum(1 for v in self.traces.values() if v.get("status") == s) for s in statuses}
+
+
+def _check_types(p: Path, doc: Mapping[str, Any]) -> None:
+    """Refuse (`CheckpointError`, exit 2) a checkpoint whose fields have the wrong types, before
+    anything reads them: a hand-edited or foreign file must not fail later with a traceback in
+    the middle of a poll. (Refusing, not starting afresh: starting afresh would verify and
+    annotate again every trace the file says is finished.)"""
+
+    def bad(field: str, why: str) -> CheckpointError:
+        return CheckpointError(f"checkpoint {p}: {field!r} {why}; fix or delete the file")
+
+    if not isinstance(doc.get("watch") or {}, dict):
+        raise bad("watch", "is not an object")
+    watermark = doc.get("watermark")
+    if watermark is not None and not (isinstance(watermark, str) and _is_time(watermark)):
+        raise bad("watermark", "is not an ISO 8601 time")
+    traces = doc.get("traces") or {}
+    if not isinstance(traces, dict):
+        raise bad("traces", "is not an object")
+    for trace_id, entry in traces.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("status"), str):
+            raise bad("traces", f"entry {trace_id!r} is not an object with a status")
+        start = entry.get("start_time")
+        if start is not None and not (isinstance(start, str) and _is_time(start)):
+            raise bad("traces", f"entry {trace_id!r} has a start_time that is not a time")
+
+
+def _is_time(text: str) -> bool:
+    try:
+        _time(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _time(text: str) -> datetime:

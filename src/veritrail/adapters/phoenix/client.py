@@ -58,6 +58,28 @@ def _http() -> Any:
     return httpx2
 
 
+def _decode(content: bytes, where: str) -> Any:
+    """A 2xx answer's body as JSON (None when empty). A body that is not a JSON object (an HTML
+    page from a proxy in front of Phoenix, invalid UTF-8, JSON cut short) is the server's fault:
+    `PhoenixError` (exit 3) naming the request, never a traceback further on."""
+    if not content:
+        return None
+    import orjson
+
+    try:
+        body = orjson.loads(content)  # strict UTF-8: invalid bytes are refused, not replaced
+    except orjson.JSONDecodeError as exc:
+        raise PhoenixError(
+            redact(
+                f"Phoenix answered {where} with a body that is not JSON ({exc}): "
+                f"{content[:80].decode('utf-8', 'replace')!r}"
+            )
+        ) from None
+    if not isinstance(body, dict):
+        raise PhoenixError(redact(f"Phoenix answered {where} with JSON that is not an object"))
+    return body
+
+
 @dataclass(frozen=True, slots=True)
 class Endpoint:
     """A Phoenix base URL without credentials, and the API key to send (never printed)."""
@@ -164,7 +186,7 @@ class PhoenixClient:
                 raise PhoenixError(
                     redact(f"Phoenix answered {status} to {where}: {resp.text.strip()[:500]}")
                 )
-            return resp.json() if resp.content else None
+            return _decode(resp.content, where)
         raise PhoenixUnreachable(
             redact(f"cannot reach Phoenix at {self.url} ({RETRIES} attempts): {last}")
         )

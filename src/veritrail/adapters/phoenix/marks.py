@@ -28,6 +28,7 @@ from ...dag import Dag, DagValidationError, load_dag
 from ...display import shorten
 from ...errors import InputProblem
 from ...redaction import redact, redact_obj
+from ...report import READABLE_VERSIONS
 from ...textio import InputError, read_input_text
 
 VERDICT_NAME = "veritrail"
@@ -92,6 +93,14 @@ def load_run(run: str | Path, dag_path: str | Path | None = None) -> RunForExpor
         raise ExportInputError(f"{report_path}: not a JSON report ({exc})") from None
     if not isinstance(report, dict) or not isinstance(report.get("claims"), list):
         raise ExportInputError(f"{report_path}: not a veritrail report")
+    if report.get("version") not in READABLE_VERSIONS:
+        # A report of a version this veritrail does not know may mean anything by its fields:
+        # refused, as every other reader of reports refuses it (report.load_report).
+        readable = " and ".join(str(v) for v in READABLE_VERSIONS)
+        raise ExportInputError(
+            f"{report_path}: report version {report.get('version')!r}, this veritrail reads "
+            f"{readable}"
+        )
     candidates: list[Path] = []
     if dag_path is not None:
         candidates = [Path(dag_path)]

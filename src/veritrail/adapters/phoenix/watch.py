@@ -398,7 +398,6 @@ async def awatch(
         raise VeritrailError("--sample is a rate between 0 and 1")
     client = PhoenixClient(options.url)
     try:
-        client.project(options.project)  # unknown project, refused key, unreachable: now
         path = options.checkpoint or default_checkpoint(runs_dir, options.project)
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         identity = {
@@ -407,7 +406,9 @@ async def awatch(
             "filters": [f"{k}={v}" for k, v in options.filters],
             "since": options.since,
         }
+        # The checkpoint first: a bad file is bad input (exit 2), whatever the server does.
         ckpt = Checkpoint.open(path, identity)
+        client.project(options.project)  # unknown project, refused key, unreachable: now
         # The annotation configs once, before any trace (not by concurrent verifications).
         write_marks(client, [], project=options.project)
         w = _Watch(options, verifier, client, ckpt, say)
