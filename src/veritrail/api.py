@@ -477,3 +477,6 @@ def trace_verifier(
         return VerifiedRun(done.report, str(done.run_dir), int(done.exit_code), done.fatal)
 
     return verify
+
+
+__all__ = ["ArgumentTypeError", "acheck", "averify", "check", "trace_verifier", "verify"]
