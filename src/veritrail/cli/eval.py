@@ -30,7 +30,7 @@ _INJECTED_METHODS = ("veritrail:q=1", "earliest-stage", "rag:k=15", "direct")
     multiple=True,
     help="kind[:key=value,...]; kinds: veritrail (q=, evidence=), oracle (q=), rag (k=, embedder=), "
     "direct (budget=, seed=), g2l, nli (model=, chunk=, threshold=, batch=), sirg (classifier=, "
-    "...; docs/evaluation.md). Repeatable. Default: oracle without --model; "
+    "..., earliest-stage (coverage=); docs/evaluation.md). Repeatable. Default: oracle without --model; "
     "veritrail:q=1, veritrail:q=3, rag:k=15, direct with one.",
 )
 @click.option(
