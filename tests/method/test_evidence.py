@@ -363,7 +363,7 @@ def test_batching_covers_every_sentence_once_within_limits(
 def test_claim_extraction_keeps_unreadable_replies_per_sentence_and_hands_them_to_its_claims() -> (
     None
 ):
-    from veritrail.method.extraction import extract, trace_to_json
+    from veritrail.method.extraction import ExtractionConfig, ExtractionMode, extract, trace_to_json
 
     replies = [
         "It is checkable.",  # selection, try 1
@@ -379,7 +379,9 @@ def test_claim_extraction_keeps_unreadable_replies_per_sentence_and_hands_them_t
         '{"parts": ["The river rose."]}',
     ]
     model = Model(FakeProvider(replies), max_reasks=3)
-    result = asyncio.run(extract(model, "The river rose."))
+    # The per-sentence form: the replies above are its calls, in order.
+    per_sentence = ExtractionConfig(mode=ExtractionMode.PER_SENTENCE)
+    result = asyncio.run(extract(model, "The river rose.", config=per_sentence))
     (trace,) = result.trace
     assert result.claims and [c.text for c in result.claims] == ["The river rose."]
     assert [i.detail.split(":", 1)[0] for i in trace.issues] == ["claim_selection", "decomposition"]

@@ -228,9 +228,13 @@ def test_decomposition_heuristic() -> None:
 
 def test_extraction_is_estimated_when_no_claims_are_given() -> None:
     dag = build_dag()
-    est = estimate_run(dag, None, VerifyConfig())
+    est = estimate_run(dag, None, VerifyConfig(), extraction_mode="per-sentence")
     assert est.extraction.calls == 3 * 3  # three terminal sentences, three calls each
     assert len(est.claims) == 3
+    # The batched form (the default): one call per stage for the whole short answer.
+    batched = estimate_run(dag, None, VerifyConfig())
+    assert batched.extraction.calls == 3 and len(batched.claims) == 3
+    assert batched.extraction.input_tokens < est.extraction.input_tokens
 
 
 def test_dry_run_cli_prints_estimate_and_calls_nothing(tmp_path: Path) -> None:

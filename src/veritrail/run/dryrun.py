@@ -72,7 +72,9 @@ def plan_dry_run(job: Job) -> DryRun:
     from ..method.prompting import prompt_dir
 
     with prompt_dir(s.prompt_dir):  # the estimate measures the prompts the run would send
-        estimate = estimate_run(job.dag, todo, s.verify_config(), price=price)
+        estimate = estimate_run(
+            job.dag, todo, s.verify_config(), price=price, extraction_mode=s.extraction
+        )
     return DryRun(
         job=job,
         run_dir_exists=exists,

@@ -66,7 +66,8 @@ EVIDENCE = Step.EVIDENCE_SELECTION
 VERDICT = Step.VERDICT
 EXTRACTION = "claim_extraction"
 """Not a `Step`: the estimate's one row for all of claim extraction's calls (selection,
-disambiguation and decomposition per terminal sentence, `EXTRACTION_CALLS_PER_SENTENCE`)."""
+disambiguation and decomposition: per window of terminal sentences in the batched form, per
+sentence in the per-sentence form, `EXTRACTION_CALLS_PER_SENTENCE`)."""
 
 OUTPUT_TOKENS: dict[str, int] = {DECOMPOSITION: 40, EVIDENCE: 80, VERDICT: 120, EXTRACTION: 60}
 """Assumed output tokens per call (JSON replies: ids and a short summary, or a verdict)."""
@@ -475,6 +476,23 @@ def _shared_scenario(
     return Scenario(steps, s.iterations, s.nodes_read)
 
 
+def _batched_extraction(sentences: Sequence[str]) -> StepEstimate:
+    """Claim extraction in the batched form: three calls per window (`batch_windows`), each
+    with ~350 tokens of instructions and the window's numbered text; the second and third also
+    list the kept parts, and every reply gives each sentence back (an id, a few tokens of JSON)."""
+    from ..method.extraction import ExtractionConfig
+    from ..method.extraction_batch import batch_windows
+
+    calls = inputs = outputs = 0
+    for w in batch_windows(sentences, ExtractionConfig()):
+        shown = sum(estimate_tokens(sentences[i]) + 2 for i in range(w.shown_lo, w.shown_hi))
+        answered = sum(estimate_tokens(sentences[i]) + 8 for i in w.targets)
+        calls += 3
+        inputs += 3 * (350 + shown) + 2 * answered
+        outputs += 3 * answered
+    return StepEstimate(calls, inputs, outputs)
+
+
 def estimate_run(
     dag: Dag,
     claims: Sequence[Claim] | None,
@@ -482,9 +500,11 @@ def estimate_run(
     *,
     price: Price | tuple[float, float] | None = None,
     sentences: SentenceIndex | None = None,
+    extraction_mode: str = "batched",
 ) -> RunEstimate:
     """Estimate a run. `claims=None` means claims will be extracted from the terminal node:
-    then extraction calls are added and one claim per terminal sentence is assumed.
+    then extraction calls are added (in the form `extraction_mode` names, the `extraction`
+    setting) and one claim per terminal sentence is assumed.
 
     `price` is a `lm.pricing.Price` or (USD per 1M input tokens, USD per 1M output tokens),
     None when unknown. A `Price` with a cached-input rate prices each scenario's
@@ -498,12 +518,15 @@ def estimate_run(
     extraction = StepEstimate()
     if claims is None:
         term_sents = index.sentences(dag.terminal)
-        n = len(term_sents) * EXTRACTION_CALLS_PER_SENTENCE
-        text_tokens = estimate_tokens(dag.node(dag.terminal).text)
-        # Each extraction prompt carries the sentence with a window of context (about 1/3 of
-        # a short output; capped at the whole output) plus ~300 tokens of instructions.
-        per_call = 300 + min(text_tokens, 3 * max(1, text_tokens // max(1, len(term_sents))))
-        extraction = StepEstimate(n, n * per_call, n * OUTPUT_TOKENS[EXTRACTION])
+        if extraction_mode == "per-sentence":
+            n = len(term_sents) * EXTRACTION_CALLS_PER_SENTENCE
+            text_tokens = estimate_tokens(dag.node(dag.terminal).text)
+            # Each extraction prompt carries the sentence with a window of context (about 1/3 of
+            # a short output; capped at the whole output) plus ~300 tokens of instructions.
+            per_call = 300 + min(text_tokens, 3 * max(1, text_tokens // max(1, len(term_sents))))
+            extraction = StepEstimate(n, n * per_call, n * OUTPUT_TOKENS[EXTRACTION])
+        else:
+            extraction = _batched_extraction(term_sents)
         claims = [Claim(f"s{i}", s, (i,)) for i, s in enumerate(term_sents)]
     traversals = _traversals(dag, index, config, prompts)
     per = tuple(estimate_claim(dag, index, c, config, prompts, traversals) for c in claims)
