@@ -179,7 +179,10 @@ def faithful_responder(request: dict[str, Any]) -> str:
         return out
     doc = json.loads(out)
     lines = {int(i): s for i, s in re.findall(r"^\[(\d+)\] (.*)$", user, re.M)}
-    doc["summary"] = " ".join(lines[i] for i in doc["selected_ids"] if i in lines) or "Nothing."
+    # A shared prompt (docs/method.md#shared-prompts) has one entry per claim.
+    for entry in doc.get("claims", [doc]):
+        picked = (lines[i] for i in entry["selected_ids"] if i in lines)
+        entry["summary"] = " ".join(picked) or "Nothing."
     return json.dumps(doc)
 
 
