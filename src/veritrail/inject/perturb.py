@@ -191,17 +191,23 @@ def names_in(sentence: str, vocab: Vocabulary) -> list[str]:
 
 # -- fabricated ------------------------------------------------------------------------------------
 
-# Facts no source of a test DAG is likely to state; {name} is a name of the DAG. Each template's
-# own content words are checked against the DAG's words before use.
-_FABRICATIONS = (
-    "{name} later sold a vineyard in Patagonia to a shipping firm.",
-    "{name} once won a national championship in competitive fencing.",
-    "{name} kept a diary written entirely in Portuguese.",
-    "{name} donated a lighthouse to the harbour town of Kilbride.",
-    "{name} spent three winters studying astronomy in Uppsala.",
-    "{name} invested heavily in a tramway scheme in Montevideo.",
-    "{name} received a medal from the Royal Society of Beekeepers.",
-    "{name} learned to fly a seaplane over the fjords of Norway.",
+# Facts no source of a test DAG is likely to state; {name} is a name of the DAG. A template is
+# used only if none of its key words (what makes the fact) occurs in the DAG: a large DAG has
+# "later" or "three" somewhere, but rarely "vineyard" and "Patagonia".
+_FABRICATIONS: tuple[tuple[str, frozenset[str]], ...] = tuple(
+    (template, frozenset(keys.split()))
+    for template, keys in (
+        ("{name} later sold a vineyard in Patagonia to a shipping firm.", "vineyard patagonia"),
+        ("{name} once won a national championship in competitive fencing.", "fencing"),
+        ("{name} kept a diary written entirely in Portuguese.", "diary portuguese"),
+        ("{name} donated a lighthouse to the harbour town of Kilbride.", "lighthouse kilbride"),
+        ("{name} spent three winters studying astronomy in Uppsala.", "astronomy uppsala"),
+        ("{name} invested heavily in a tramway scheme in Montevideo.", "tramway montevideo"),
+        ("{name} received a medal from the Royal Society of Beekeepers.", "beekeepers"),
+        ("{name} learned to fly a seaplane over the fjords of Norway.", "seaplane fjords"),
+        ("{name} bred racing pigeons on a rooftop in Marseille.", "pigeons marseille"),
+        ("{name} wrote an opera about the volcanoes of Iceland.", "opera volcanoes"),
+    )
 )
 
 
@@ -210,10 +216,8 @@ def _fabricated(sentence: str, vocab: Vocabulary, rng: random.Random, context: s
     name = rng.choice(names) if names else "The narrator"
     order = list(_FABRICATIONS)
     rng.shuffle(order)
-    for template in order:
-        own = {w.lower() for w in _WORD.findall(template.replace("{name}", ""))}
-        content = {w for w in own if len(w) > 3}
-        if not content & vocab.words:
+    for template, keys in order:
+        if not keys & vocab.words:
             return template.format(name=name)
     return None
 
