@@ -17,7 +17,7 @@ from dagkit import make_dag
 from runsynth import write_run
 from veritrail.cli.main import cli
 from veritrail.records import Verdict
-from veritrail.report import load_report
+from veritrail.report import REPORT_VERSION, load_report
 from veritrail.runs import open_index
 from veritrail.runs.reviewing import add_review, report_with_reviews, update_run_reports
 from veritrail.runs.reviews import (
@@ -113,7 +113,7 @@ def test_a_directory_that_is_not_a_run_is_refused(tmp_path: Path) -> None:
 def test_reports_show_the_models_and_the_reviewed_verdict(run: Path) -> None:
     add_review(run, "c4", "supported", "the <b>source</b> says so", author="ana")
     report = load_report(run / "report.json")
-    assert report["version"] == 2
+    assert report["version"] == REPORT_VERSION == 3
     jsonschema.validate(report, schema())
     c4 = report["claims"][4]
     assert c4["verdict"] == "Not Fully Supported"  # the model's verdict is never replaced
@@ -162,7 +162,7 @@ def test_apply_reviews_drops_stale_reviews_and_reads_version_1(tmp_path: Path, r
     doc = load_report(v1)
     assert doc["version"] == 1
     out = apply_reviews(doc, {})
-    assert out["version"] == 2 and "review" not in out["claims"][0]
+    assert out["version"] == REPORT_VERSION and "review" not in out["claims"][0]
     assert doc["claims"][0]["review"] == {"verdict": "Inconclusive"}  # the input is not changed
     review = Review("c2", Verdict.INCONCLUSIVE, "r", "a", "2025-01-01T00:00:00Z")
     append_review(run, review)

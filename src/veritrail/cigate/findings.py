@@ -137,7 +137,13 @@ def trail_lines(claim: Mapping[str, Any]) -> Iterator[str]:
         yield "provenance: " + " -> ".join(str(n) for n in path)
     review = claim.get("review")
     if isinstance(review, Mapping) and review.get("verdict"):
-        yield f"reviewed: {review.get('verdict')} ({review.get('reason') or 'no reason'})"
+        where = ""
+        if review.get("error_stage") is not None:
+            nodes = ", ".join(str(n) for n in review.get("nodes") or [])
+            where = f", error stage {review.get('error_stage')}" + (
+                f", node {nodes}" if nodes else ""
+            )
+        yield f"reviewed: {review.get('verdict')}{where} ({review.get('reason') or 'no reason'})"
 
 
 def report_findings(report: Mapping[str, Any]) -> tuple[Finding, ...]:

@@ -55,8 +55,12 @@ def _version() -> str:
         return "dev"
 
 
-def render_html(report: Mapping[str, Any]) -> str:
-    """The whole HTML document for a report dict (as built by `report.build_report`)."""
+def render_html(report: Mapping[str, Any], *, back: tuple[str, str] | None = None) -> str:
+    """The whole HTML document for a report dict (as built by `report.build_report`).
+
+    `back`: (URL, words) of a link back where the page was opened from (`veritrail view`'s
+    trail page: to its run, and to the list of runs), drawn above the report; our own URL,
+    never data from the report. The file reports have none."""
     css = _asset("report.css")
     js = _asset("report.js")
     # The assets are ours, but a slip here would break the page for every report: check once.
@@ -74,6 +78,16 @@ def render_html(report: Mapping[str, Any]) -> str:
             .replace("__VT_VERSION__", _version())
         )
 
+    if back is not None:
+        import html as _html
+
+        url, words = back
+        nav = (
+            '<nav id="vt-back" class="back-nav">'
+            f'<a href="{_html.escape(url, quote=True)}" target="_top">\u2190 {_html.escape(words)}</a>'
+            ' \u00b7 <a href="/" target="_top">all runs</a></nav>\n'
+        )
+        head = head.replace('<header id="vt-header">', nav + '<header id="vt-header">', 1)
     # The data goes in last and is never searched for placeholders.
     return fill(head) + embed_json(report) + fill(tail)
 

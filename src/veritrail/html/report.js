@@ -362,7 +362,8 @@
     var who = 'by ' + String(r.author || '?') + (r.time ? ', ' + String(r.time) : '') +
       (r.count > 1 ? ', ' + r.count + ' reviews' : '');
     return el('div', { class: 'review', 'data-review-verdict': r.verdict },
-      el('span', { text: 'model: ' + vlabel(c.verdict) + ', reviewed: ' + r.verdict }),
+      el('span', { text: 'model: ' + vlabel(c.verdict) + ', reviewed: ' + r.verdict +
+        (r.error_stage != null ? ', error stage ' + r.error_stage + ((r.nodes || []).length ? ', node ' + showIds(r.nodes, ', ') : '') : '') }),
       el('span', { class: 'note', text: ' (' + who + ')' }),
       el('div', { class: 'review-reason', text: r.reason }));
   }

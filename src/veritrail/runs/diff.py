@@ -20,9 +20,12 @@ the model's. *Newly unsupported*: unsupported in B and not in A, or unsupported 
 nodes blamed for them (the non-root evidence nodes of the last Fully Supported iteration; the
 final output when no iteration was Fully Supported: docs/method.md#provenance-and-error-stages).
 *Evidence changed*: the sentences (`node#index`) selected as evidence in any iteration differ.
+*Trail moved*: matched, the same verdict, and another error stage or blamed node (where the
+unsupported content entered moved, though the verdict did not: issue 43). A review that sets the
+stage and node (`veritrail review --stage N --node ID`) overrides them as it overrides the verdict.
 
-The document `diff_document` builds is `"format": "veritrail-diff"`, version 1
-(`schemas/diff.schema.json`).
+The document `diff_document` builds is `"format": "veritrail-diff"`, version 2
+(`schemas/diff.schema.json`); version 2 added `trail_moved` per change and `counts.trail_moved`.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ from .diffstats import DEFAULT_RESAMPLES, DEFAULT_SEED, Outcomes, ShareDifferenc
 from .keys import normalize_claim_text
 
 DIFF_FORMAT = "veritrail-diff"
-DIFF_VERSION = 1
+DIFF_VERSION = 2
+"""2 added each change's `trail_moved` and `counts.trail_moved` (docs/runs.md)."""
 
 UNSUPPORTED = Verdict.NOT_FULLY_SUPPORTED.value
 _VERDICTS = frozenset(v.value for v in Verdict)
@@ -191,11 +195,23 @@ class Pair:
         return sorted(self.a.evidence - self.b.evidence, key=natural_key)
 
     @property
+    def trail_moved(self) -> bool:
+        """Matched, the same verdict, another error stage or blamed node."""
+        return (
+            self.a is not None
+            and self.b is not None
+            and self.a.verdict == self.b.verdict
+            and (
+                self.a.error_stages != self.b.error_stages or self.a.entered_at != self.b.entered_at
+            )
+        )
+
+    @property
     def changed(self) -> bool:
-        """Anything to report: unmatched, flipped, or other evidence."""
+        """Anything to report: unmatched, flipped, other evidence, or a moved trail."""
         if self.a is None or self.b is None:
             return True
-        return self.flipped or self.a.evidence != self.b.evidence
+        return self.flipped or self.a.evidence != self.b.evidence or self.trail_moved
 
     def to_json(self) -> dict[str, Any]:
         """One entry of the diff document's `changes`."""
@@ -207,6 +223,7 @@ class Pair:
             "flipped": self.flipped,
             "newly_unsupported": self.newly_unsupported,
             "resolved": self.resolved,
+            "trail_moved": self.trail_moved,
             "evidence_added": self.evidence_added,
             "evidence_removed": self.evidence_removed,
         }
@@ -241,6 +258,11 @@ class Diff:
     def evidence_changed(self) -> list[Pair]:
         """Matched claims whose evidence sentences changed."""
         return [p for p in self.pairs if p.a and p.b and p.a.evidence != p.b.evidence]
+
+    @property
+    def trail_moved(self) -> list[Pair]:
+        """Matched claims with the same verdict whose error stage or blamed node changed."""
+        return [p for p in self.pairs if p.trail_moved]
 
     def count(self, status: str) -> int:
         """Pairs of a status (`matched`, `added`, `removed`)."""
@@ -283,6 +305,14 @@ def claim_view(
                 sources.add(e["node_id"])
     sources.update(str(p[-1]) for p in claim.get("provenance") or [] if p)
     text = str(claim.get("text", ""))
+    stages = tuple(int(s) for s in claim.get("error_stages") or ())
+    status = str(claim.get("error_stage_status", "not_applicable"))
+    entered = blamed_nodes(claim, roots, terminal)
+    if reviewed and isinstance(review, Mapping) and review.get("error_stage") is not None:
+        # A person set where the content entered (`veritrail review --stage --node`).
+        stages = (int(review["error_stage"]),)
+        status = "identified"
+        entered = tuple(str(n) for n in review.get("nodes") or ())
     return ClaimView(
         id=str(claim["id"]),
         text=text,
@@ -290,9 +320,9 @@ def claim_view(
         verdict=verdict,
         model_verdict=model_verdict,
         reviewed=reviewed,
-        error_stages=tuple(int(s) for s in claim.get("error_stages") or ()),
-        error_stage_status=str(claim.get("error_stage_status", "not_applicable")),
-        entered_at=blamed_nodes(claim, roots, terminal),
+        error_stages=stages,
+        error_stage_status=status,
+        entered_at=entered,
         evidence=frozenset(evidence),
         sources=frozenset(sources),
     )
@@ -535,6 +565,7 @@ def diff_document(diff: Diff, *, max_new_unsupported: int | None = None) -> dict
             "resolved": len(diff.resolved),
             "flipped": len(diff.flipped),
             "evidence_changed": len(diff.evidence_changed),
+            "trail_moved": len(diff.trail_moved),
         },
         "share": diff.share.to_json(),
         "stages": diff.stages(),

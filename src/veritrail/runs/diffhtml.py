@@ -148,6 +148,7 @@ def _summary(doc: Mapping[str, Any]) -> str:
             ("fs", c["resolved"], "resolved"),
             ("inc", c["flipped"], "verdicts flipped"),
             ("plain", c["evidence_changed"], "evidence changed"),
+            ("plain", c.get("trail_moved", 0), "stage or node moved"),
         )
     )
     runs = "".join(
@@ -211,6 +212,12 @@ def diff_sections(doc: Mapping[str, Any]) -> str:
         for ch in changes
         if ch["flipped"] and not ch["newly_unsupported"]
     ]
+    moved = [
+        f"<tr><td>{_ids(ch)}</td><td>{_claim_text(ch)}</td><td>{verdict_badge(ch['b'])}</td>"
+        f"<td>{_entered(ch['a'])}</td><td>{_entered(ch['b'])}</td></tr>"
+        for ch in changes
+        if ch.get("trail_moved")
+    ]
     evidence = [
         f"<tr><td>{_ids(ch)}</td><td>{_claim_text(ch)}</td><td>"
         + " ".join(f'<span class="nid ev-add">+{text(e)}</span>' for e in ch["evidence_added"])
@@ -235,6 +242,12 @@ def diff_sections(doc: Mapping[str, Any]) -> str:
             section_id="vt-newly",
         )
         + _table("Other verdict flips", ["claim", "text", "A", "B"], flips, section_id="vt-flips")
+        + _table(
+            "Error stage or blamed node changed (same verdict)",
+            ["claim", "text", "verdict", "A entered at", "B entered at"],
+            moved,
+            section_id="vt-moved",
+        )
         + _table(
             "Evidence changed",
             ["claim", "text", "added (node#sentence)", "removed"],

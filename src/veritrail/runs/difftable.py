@@ -164,6 +164,23 @@ def evidence_table(diff: Diff, *, limit: int = 20) -> Table:
     return t
 
 
+def trail_moved_table(diff: Diff, *, limit: int = 20) -> Table:
+    """Matched claims with the same verdict whose error stage or blamed node changed."""
+    rows, more = _limited(diff.trail_moved, limit)
+    t = Table(title="Error stage or blamed node changed (same verdict)", title_justify="left")
+    t.add_column("claim")
+    t.add_column("text", ratio=3)
+    t.add_column("verdict")
+    t.add_column("A entered at", ratio=1)
+    t.add_column("B entered at", ratio=1)
+    for p in rows:
+        assert p.a is not None and p.b is not None
+        t.add_row(_ids(p), _claim_text(p), verdict_text(p.b), entered_text(p.a), entered_text(p.b))
+    if more:
+        t.caption = f"... {more:,} more (--json has all)"
+    return t
+
+
 def unmatched_table(diff: Diff, *, limit: int = 20) -> Table:
     """Claims of one run only (that are not newly unsupported: those have their own table)."""
     rows_all = [p for p in diff.pairs if p.status != "matched" and not p.newly_unsupported]
@@ -216,6 +233,8 @@ def diff_tables(
         parts.append(newly_unsupported_table(diff, limit=limit))
     if any(not p.newly_unsupported for p in diff.flipped):
         parts.append(flipped_table(diff, limit=limit))
+    if diff.trail_moved:
+        parts.append(trail_moved_table(diff, limit=limit))
     if diff.evidence_changed:
         parts.append(evidence_table(diff, limit=limit))
     if any(p.status != "matched" and not p.newly_unsupported for p in diff.pairs):
@@ -232,5 +251,6 @@ __all__ = [
     "points",
     "share_line",
     "summary_table",
+    "trail_moved_table",
     "verdict_text",
 ]

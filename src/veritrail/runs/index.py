@@ -287,15 +287,18 @@ class RunIndex:
         reason: str,
         *,
         author: str | None = None,
+        stage: int | None = None,
+        node: str | None = None,
     ) -> Review:
         """Review a claim of an indexed run (`reviewing.add_review`: appended to the run's
-        reviews.jsonl, reports re-written) and index the run again."""
+        reviews.jsonl, reports re-written; `stage`/`node`: where the content entered) and index
+        the run again."""
         from .reviews import ReviewError
 
         row = self.get_run(run_id)
         if row is None:
             raise ReviewError(f"no run {run_id!r} in the index of {self.root}")
-        got = add_review(row.path, claim_id, verdict, reason, author=author)
+        got = add_review(row.path, claim_id, verdict, reason, author=author, stage=stage, node=node)
         self._sync([row.path], rebuild=False, only=True)
         return got
 

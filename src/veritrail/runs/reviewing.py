@@ -68,12 +68,16 @@ def add_review(
     author: str | None = None,
     time: str | None = None,
     update_reports: bool = True,
+    stage: int | None = None,
+    node: str | None = None,
 ) -> Review:
     """Review one claim of a run: append the review and (`update_reports`) re-write the run's
     reports with it. Raises `ReviewError` (exit 2) for a directory that is not a run, a claim
     id the run does not have, an unknown verdict (`reviews.parse_verdict`), an empty or
-    over-long reason. `author` defaults to the OS user, `time` to now (UTC). The reason and the
-    author pass through the redaction of every text veritrail writes."""
+    over-long reason, or a `stage`/`node` the run's DAG does not have (`node` must be a node of
+    that stage; a node alone gives its stage). `author` defaults to the OS user, `time` to now
+    (UTC). The reason and the author pass through the redaction of every text veritrail
+    writes."""
     p = Path(run_dir)
     try:
         load_run_json(p)
@@ -89,6 +93,7 @@ def add_review(
         raise ReviewError("a review needs a reason (--reason TEXT)")
     if len(text) > MAX_REASON_CHARS:
         raise ReviewError(f"the reason is longer than {MAX_REASON_CHARS:,} characters")
+    where = _check_stage(p, stage, node) if stage is not None or node is not None else None
     who = (author or "").strip() or default_author()
     result = read_results(p).get(claim_id)
     review = Review(
@@ -98,11 +103,47 @@ def add_review(
         author=redact(who),
         time=time or now_utc(),
         model_verdict=result.get("verdict") if result is not None else None,
+        error_stage=where[0] if where else None,
+        nodes=where[1] if where else (),
     )
     append_review(p, review)
     if update_reports:
         update_run_reports(p)
     return review
+
+
+def _check_stage(run_dir: Path, stage: int | None, node: str | None) -> tuple[int, tuple[str, ...]]:
+    """(stage, nodes) of a review, checked against the run's DAG (the file it verified, else the
+    copy kept in the run directory); `ReviewError` when the DAG has no such stage or node, or
+    the node is of another stage."""
+    from ..dag import DagValidationError, load_dag
+    from .layout import DAG_FILE
+
+    run = load_run_json(run_dir)
+    dag_path = ((run.get("inputs") or {}).get("dag") or {}).get("path")
+    candidates = [Path(dag_path)] if dag_path else []
+    candidates.append(run_dir / DAG_FILE)
+    path = next((c for c in candidates if c.is_file()), None)
+    if path is None:
+        raise ReviewError(f"{run_dir}: the run's DAG is not there to check --stage/--node against")
+    try:
+        dag = load_dag(path)
+    except (DagValidationError, OSError) as exc:
+        raise ReviewError(f"{path}: cannot read the run's DAG: {redact(str(exc))}") from None
+    stages = sorted({n.stage for n in dag})
+    if node is not None:
+        if node not in dag:
+            raise ReviewError(f"the run's DAG ({path}) has no node {node!r}")
+        got = dag.stage(node)
+        if stage is not None and stage != got:
+            raise ReviewError(f"node {node!r} is at stage {got}, not stage {stage}")
+        return got, (node,)
+    assert stage is not None
+    if stage not in stages:
+        raise ReviewError(
+            f"the run's DAG has no stage {stage} (stages {stages[0]} to {stages[-1]})"
+        )
+    return stage, ()
 
 
 def report_with_reviews(report: Mapping[str, Any], run_dir: str | Path) -> dict[str, Any]:

@@ -7,7 +7,10 @@ A run directory's ``reviews.jsonl`` holds one review a line, appended and never 
      "time": "2025-05-01T09:30:00Z", "model_verdict": "Fully Supported"}
 
 Verdicts are spelled as reports spell them (`records.Verdict`); `model_verdict` is what the
-model had said when the review was made. The whole history is kept; the *effective* review of a
+model had said when the review was made. A review may also say where the unsupported content
+entered (`veritrail review --stage N --node ID`): optional `"error_stage": 2, "nodes":
+["summary-2"]`, checked against the run's DAG when the review is made; a reader that does not
+know them ignores them (version 1 still). The whole history is kept; the *effective* review of a
 claim is its latest line (`effective_reviews`). A torn last line (a writer killed mid-append) is
 ignored on reading, and the next append starts on a fresh line, so nothing else is lost.
 
@@ -78,6 +81,8 @@ class _ReviewLine(BaseModel):
     author: str
     time: str
     model_verdict: str | None = None
+    error_stage: int | None = None
+    nodes: list[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +97,20 @@ class Review:
     """When it was made: ISO 8601, UTC (`2025-05-01T09:30:00Z`)."""
     model_verdict: str | None = None
     """The model's verdict at that time (None: the claim had none)."""
+    error_stage: int | None = None
+    """The stage where the reviewer says the unsupported content entered (None: not said)."""
+    nodes: tuple[str, ...] = ()
+    """The nodes the reviewer blames at that stage."""
 
     def to_json(self) -> dict[str, Any]:
         """The line of reviews.jsonl."""
+        out = self._core()
+        if self.error_stage is not None:
+            out["error_stage"] = self.error_stage
+            out["nodes"] = list(self.nodes)
+        return out
+
+    def _core(self) -> dict[str, Any]:
         return {
             "format": REVIEW_FORMAT,
             "version": REVIEW_VERSION,
@@ -122,6 +138,8 @@ class Review:
             author=line.author,
             time=line.time,
             model_verdict=line.model_verdict,
+            error_stage=line.error_stage,
+            nodes=tuple(line.nodes or ()),
         )
 
 
@@ -135,13 +153,18 @@ class ClaimReview:
     def to_report(self) -> dict[str, Any]:
         """The claim's ``review`` object in a report (version 2)."""
         r = self.latest
-        return {
+        out: dict[str, Any] = {
             "verdict": r.verdict.value,
             "reason": r.reason,
             "author": r.author,
             "time": r.time,
             "count": self.count,
         }
+        if r.error_stage is not None:
+            # Report version 3: the stage and nodes a person set (the model's stay as they were).
+            out["error_stage"] = r.error_stage
+            out["nodes"] = list(r.nodes)
+        return out
 
 
 def read_reviews(run_dir: str | Path) -> list[Review]:
@@ -210,6 +233,11 @@ def apply_reviews(report: Mapping[str, Any], reviews: Mapping[str, ClaimReview])
         claims.append(claim)
     out["claims"] = claims
     out["version"] = REPORT_VERSION
+    if "model_kind" not in out:
+        # Brought up to this version: say what made the verdicts, as a new report does.
+        from ..report import report_model_kind
+
+        out["model_kind"], out["model_label"] = report_model_kind(out)
     return out
 
 

@@ -102,10 +102,20 @@ def create_app(index: RunIndex, guard: Guard) -> Starlette:
         def at(off: int) -> str:
             return "/?" + urlencode({**keep, "offset": str(off)})
 
+        # The compare form preselects the two newest runs of one DAG (the newest run's, else
+        # the next DAG's with two runs), never two unrelated pipelines' runs; none without a pair.
+        pair: tuple[str, str] | None = None
+        for r in shown:
+            same = [o for o in shown if o.dag == r.dag]
+            if len(same) >= 2:
+                pair = (same[1].id, same[0].id)
+                break
         return page(
             "runs.html",
             title="Runs",
             runs=shown,
+            compare_a=pair[0] if pair else None,
+            compare_b=pair[1] if pair else None,
             total=len(matching),
             total_all=len(matching) or index.count_runs(),
             offset=offset,
@@ -141,7 +151,13 @@ def create_app(index: RunIndex, guard: Guard) -> Starlette:
         from ..reviews import read_reviews
 
         claims = index.run_claims(run.id)
-        others = [r for r in index.list_runs(RunFilter(dag=run.dag)) if r.id != run.id]
+        # Runs of this very DAG name (the filter matches substrings), newest first: the
+        # first is preselected as B.
+        others = [
+            r
+            for r in index.list_runs(RunFilter(dag=run.dag))
+            if r.id != run.id and r.dag == run.dag
+        ]
         counts = {v.value: 0 for v in Verdict} | {"Error": 0}
         for c in claims:
             counts[c.effective_verdict or "Error"] += 1
@@ -191,7 +207,9 @@ def create_app(index: RunIndex, guard: Guard) -> Starlette:
             report = report_with_reviews(read_report(path), run.path)
         except DiffInputError as exc:
             return message("Unreadable report", str(exc), 500)
-        return HTMLResponse(render_html(report))
+        # A way back to the run and the list: the page may be opened on its own ("trail").
+        back = (f"/run?id={quote(run.id, safe='')}", f"run {run.id}")
+        return HTMLResponse(render_html(report, back=back))
 
     def compare_page(request: Request) -> Response:
         q = request.query_params
@@ -225,6 +243,11 @@ def create_app(index: RunIndex, guard: Guard) -> Starlette:
         from ..reviews import ReviewError
 
         run_id, claim_id = form.get("run", ""), form.get("claim", "")
+        stage_text, node = form.get("stage", "").strip(), form.get("node", "").strip() or None
+        try:
+            stage = int(stage_text) if stage_text else None
+        except ValueError:
+            return message("Review refused", f"error stage {stage_text!r} is not a number", 400)
         try:
             await run_in_threadpool(
                 index.review,
@@ -233,6 +256,8 @@ def create_app(index: RunIndex, guard: Guard) -> Starlette:
                 form.get("verdict", ""),
                 form.get("reason", ""),
                 author=form.get("author") or None,
+                stage=stage,
+                node=node,
             )
         except ReviewError as exc:
             return message("Review refused", str(exc), 400)
