@@ -87,7 +87,7 @@ def test_errors_keep_their_builtin_base() -> None:
     from veritrail.method.oracle import OracleError
     from veritrail.run.job import ClaimExtractionError, JobError, JobInputError
     from veritrail.textio import InputError
-    from veritrail.textio import InputProblem as ProblemKind
+    from veritrail.textio import InputFault as ProblemKind
 
     assert issubclass(DagValidationError, ValueError) and issubclass(
         DagValidationError, InputProblem

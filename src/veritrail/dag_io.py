@@ -21,7 +21,7 @@ from .dag_validate import DagProblem, DagValidationError, ProblemCode
 from .redaction import redact_obj
 from .textio import (
     InputError,
-    InputProblem,
+    InputFault,
     atomic_write_text,
     bom_length,
     check_depth,
@@ -36,10 +36,10 @@ _TOP_KEY = re.compile(rb'^\{\s*"(nodes|meta)"\s*:')
 _WHAT = "DAG file"
 
 _CODE_OF = {
-    InputProblem.UNREADABLE: ProblemCode.UNREADABLE,
-    InputProblem.ENCODING: ProblemCode.BAD_ENCODING,
-    InputProblem.SYNTAX: ProblemCode.BAD_JSON,
-    InputProblem.TOO_DEEP: ProblemCode.TOO_DEEP,
+    InputFault.UNREADABLE: ProblemCode.UNREADABLE,
+    InputFault.ENCODING: ProblemCode.BAD_ENCODING,
+    InputFault.SYNTAX: ProblemCode.BAD_JSON,
+    InputFault.TOO_DEEP: ProblemCode.TOO_DEEP,
 }
 
 

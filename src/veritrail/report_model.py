@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .errors import InputProblem
 from .records import ErrorStageStatus, IssueKind, Termination, Verdict
 
 SCHEMA_FILE = Path(__file__).parent / "schemas" / "report.schema.json"
@@ -251,7 +252,7 @@ class ReportDoc(_Open):
     )
 
 
-class ReportContractError(ValueError):
+class ReportContractError(InputProblem, ValueError):
     """A report that does not follow the typed contract (one line naming the first problem)."""
 
 

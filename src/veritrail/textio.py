@@ -62,7 +62,7 @@ _OTHER_BOMS: tuple[tuple[bytes, str], ...] = (
 )
 
 
-class InputProblem(StrEnum):
+class InputFault(StrEnum):
     """What kind of input failure an `InputError` is."""
 
     UNREADABLE = "unreadable"
@@ -82,7 +82,7 @@ class InputError(errors.InputProblem, ValueError):
     def __init__(
         self,
         message: str,
-        problem: InputProblem,
+        problem: InputFault,
         path: str | Path | None = None,
         *,
         reason: str | None = None,
@@ -97,7 +97,7 @@ def _label(path: str | Path, what: str) -> str:
     return f"{what} {path}" if what else str(path)
 
 
-def _error(path: str | Path, what: str, reason: str, problem: InputProblem) -> InputError:
+def _error(path: str | Path, what: str, reason: str, problem: InputFault) -> InputError:
     """The `InputError` "<what> <path>: <reason>"."""
     return InputError(f"{_label(path, what)}: {reason}", problem, path, reason=reason)
 
@@ -112,7 +112,7 @@ def open_error(exc: OSError, path: str | Path, what: str = "input file") -> Inpu
         reason = "permission denied (cannot read it)"
     else:
         reason = f"cannot read the file ({exc.strerror or exc})"
-    return _error(path, what, reason, InputProblem.UNREADABLE)
+    return _error(path, what, reason, InputFault.UNREADABLE)
 
 
 def read_input_bytes(path: str | Path, what: str = "input file") -> bytes:
@@ -134,7 +134,7 @@ def bom_length(head: bytes, path: str | Path, what: str = "input file") -> int:
                 path,
                 what,
                 f"the file is {name} (it starts with a {name} byte order mark); save it as UTF-8",
-                InputProblem.ENCODING,
+                InputFault.ENCODING,
             )
     return 0
 
@@ -170,7 +170,7 @@ def decode_input(
             what,
             f"not UTF-8: byte 0x{data[pos]:02x} at {_where(data, pos, offset0, line0, skip)}; "
             "save the file as UTF-8",
-            InputProblem.ENCODING,
+            InputFault.ENCODING,
         ) from None
     if "\0" in text:
         pos = data.find(b"\0")
@@ -179,7 +179,7 @@ def decode_input(
             what,
             f"NUL byte at {_where(data, pos, offset0, line0, skip)}: not a UTF-8 text file "
             "(UTF-16 without a byte order mark, or binary?); save it as UTF-8",
-            InputProblem.ENCODING,
+            InputFault.ENCODING,
         )
     return text
 
@@ -272,11 +272,11 @@ def _parse_error(exc: Exception, path: str | Path, what: str, one_line: bool) ->
         return too_deep(path, what)
     if isinstance(exc, json.JSONDecodeError):
         where = f"column {exc.colno}" if one_line else f"line {exc.lineno}, column {exc.colno}"
-        return _error(path, what, f"not valid JSON: {exc.msg} ({where})", InputProblem.SYNTAX)
+        return _error(path, what, f"not valid JSON: {exc.msg} ({where})", InputFault.SYNTAX)
     msg = str(exc)  # a NaN/Infinity constant, or an integer past the digit limit
     if "integer string conversion" in msg:
         msg = "a number has more than 4,300 digits"
-    return _error(path, what, f"not valid JSON: {msg}", InputProblem.SYNTAX)
+    return _error(path, what, f"not valid JSON: {msg}", InputFault.SYNTAX)
 
 
 # A JSON escape of a surrogate code point, and any escape (`\\` consumed as one, so that an
@@ -325,7 +325,7 @@ def check_surrogates(
         what,
         f"lone surrogate {escape} at {where}: half of a UTF-16 pair, not a character (the "
         "program that wrote the file cut a pair in two); write the character itself",
-        InputProblem.ENCODING,
+        InputFault.ENCODING,
     )
 
 
@@ -335,7 +335,7 @@ def too_deep(path: str | Path, what: str = "input file", max_depth: int = MAX_DE
         path,
         what,
         f"nested too deeply (more than {max_depth} levels of arrays/objects)",
-        InputProblem.TOO_DEEP,
+        InputFault.TOO_DEEP,
     )
 
 
@@ -403,7 +403,7 @@ def read_input_toml(path: str | Path, what: str = "config file") -> dict[str, An
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise _error(path, what, f"not valid TOML: {exc}", InputProblem.SYNTAX) from None
+        raise _error(path, what, f"not valid TOML: {exc}", InputFault.SYNTAX) from None
     except RecursionError:
         raise too_deep(path, what) from None
     check_depth(doc, path, what)
@@ -413,7 +413,7 @@ def read_input_toml(path: str | Path, what: str = "config file") -> dict[str, An
 __all__ = [
     "MAX_DEPTH",
     "InputError",
-    "InputProblem",
+    "InputFault",
     "bom_length",
     "check_depth",
     "check_surrogates",

@@ -100,7 +100,7 @@ def load_manifest(path: str | Path) -> list[ManifestJob]:
             doc = textio.parse_json(line, where, "", one_line=True)
         except textio.InputError as exc:
             reason = exc.reason
-            if exc.problem is textio.InputProblem.SYNTAX:  # worded as this reader always has
+            if exc.problem is textio.InputFault.SYNTAX:  # worded as this reader always has
                 reason = "not JSON (" + reason.removeprefix("not valid JSON: ") + ")"
             problems.append(f"{where}: {reason}")
             continue
