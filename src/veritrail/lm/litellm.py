@@ -359,6 +359,21 @@ def _server_message(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
+def _refused(text: str) -> bool:
+    """Whether an exception's (lower-cased) text is a refused connection, in the words of
+    httpx ("all connection attempts failed"), aiohttp ("cannot connect to host", "connect call
+    failed") or the OS ("connection refused")."""
+    return any(
+        w in text
+        for w in (
+            "connection refused",
+            "all connection attempts failed",
+            "cannot connect to host",
+            "connect call failed",
+        )
+    )
+
+
 def classify(exc: BaseException, url: str, timeout: float, *, structured: bool) -> ProviderError:
     """Map a LiteLLM exception (or anything `acompletion` raised) onto `lm.base`'s classes, with
     a redacted message and a `cause` that names the endpoint (see the module docs)."""
@@ -375,16 +390,18 @@ def classify(exc: BaseException, url: str, timeout: float, *, structured: bool) 
         if "insufficient_quota" in msg:
             return EndpointError(msg, endpoint=url, status=status)  # waiting adds no credit
         return RateLimitError(msg, retry_after=parse_retry_after(_headers(exc)), status=status)
-    if isinstance(exc, ll.APIConnectionError):
+    text = str(exc).lower()
+    if isinstance(exc, ll.APIConnectionError) or _refused(text):
         # LiteLLM raises this for transport failures and for replies it could not read: both
-        # are worth another try. The OS error, when still chained, names the failure.
-        err = connection_error(exc, url, timeout)
-        text = str(exc).lower()
-        if "refused" in text or "all connection attempts failed" in text:
-            cause = f"cannot connect to {url} (connection refused)"
-            err = TransientError(cause, cause=cause)
-            err.connect_failure = True
-        return err
+        # are worth another try. The OS error, when still chained, names the failure. Some of
+        # its providers (Anthropic) wrap a refused connection as an HTTP 500 whose text is
+        # aiohttp's, with an object's address in it: named for what it is instead.
+        if _refused(text) or "refused" in text:
+            cause = f"connection refused (endpoint {url})"
+            refused = TransientError(cause, cause=cause)
+            refused.connect_failure = True
+            return refused
+        return connection_error(exc, url, timeout)
     if isinstance(exc, ll.ContextWindowExceededError):
         return FatalError(msg, status=status)
     if isinstance(exc, (ll.AuthenticationError, ll.PermissionDeniedError, ll.NotFoundError)) or (

@@ -263,6 +263,37 @@ def get_model(
     )
 
 
+def missing_key(name: str, base_url: str | None = None) -> str | None:
+    """What to say when the model `name` would be called with no API key at all (None when a
+    key, or a base URL that may need none, is there): the key variables each provider reads, as
+    its constructor does. Said up front, so that a missing key is bad input (exit 2) instead of
+    a run of retries ending in "connection failed" on every claim."""
+    import os
+
+    prefix, _, model = name.partition("/")
+    if base_url or environment.get("VERITRAIL_BASE_URL") or environment.get("VERITRAIL_API_KEY"):
+        return None
+    if prefix == "openai":
+        names: tuple[str, ...] = ("OPENAI_API_KEY",)
+        # Azure and a compatible server are configured by their own variables.
+        if any(os.environ.get(n) for n in ("OPENAI_BASE_URL", "AZURE_OPENAI_ENDPOINT")):
+            return None
+    else:
+        from .litellm import KEY_ENV, PROVIDERS
+
+        if prefix not in PROVIDERS:
+            return None  # local, demo, fake, ...: keyless; bedrock, vertex: their own credentials
+        route = model.split("/", 1)[0] if prefix == "litellm" else prefix
+        names = KEY_ENV.get(route, ())
+    if not names or any(os.environ.get(n) for n in names):
+        return None
+    either = " or ".join(names)
+    return (
+        f"{name} needs an API key: set {either} (or VERITRAIL_API_KEY), or point --base-url at "
+        "a compatible server"
+    )
+
+
 def describe_fatal(exc: BaseException, endpoint: str | None = None) -> str:
     """One line for a fatal endpoint error (`Model.fatal`, an `EndpointError`): the HTTP status,
     the endpoint (credentials removed; `endpoint` when the error names none) and the cause
@@ -288,6 +319,7 @@ __all__ = [
     "describe_fatal",
     "get_model",
     "get_provider",
+    "missing_key",
     "model_for",
     "open_cache",
     "providers",

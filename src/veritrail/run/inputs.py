@@ -82,12 +82,13 @@ def model_name(settings: Settings, oracle_path: str | None) -> str:
 
     name = resolve_name(settings.model)
     try:
-        provider, _ = split_name(name)
+        split_name(name)
     except ModelNameError as exc:
         raise JobInputError(str(exc)) from None
-    if settings.base_url and provider == "openai":
+    if settings.base_url:
         # A malformed endpoint is bad input, decided before any model call (exit 2), not a
-        # failure of every claim; `check_base_url` also names the problem.
+        # failure of every claim, whatever the provider; `check_base_url` also names the
+        # problem.
         from ..lm.base import EndpointError
         from ..lm.openai import check_base_url
 
@@ -387,6 +388,13 @@ def prepare_job(
         raise JobInputError(f"oracle file {oracle_path} not found")
     check_oracle_alone(settings, oracle_path is not None)
     name = model_name(settings, oracle_path)
+    if create_dirs:
+        # No key at all is bad input, said once up front (a dry run calls nothing: no check).
+        from ..lm.registry import missing_key
+
+        no_key = missing_key(name, settings.base_url)
+        if no_key is not None:
+            raise JobInputError(no_key)
     if create_dirs and name.startswith("local/"):
         # A core install has no embedded model: say so once, before any work (exit 2), rather
         # than let every claim fail with the same warning. A dry run calls nothing: no check.
