@@ -246,3 +246,29 @@ def test_any_seed_gives_valid_variants(seed: int, n: int) -> None:
         terminal = v.dag.node(v.dag.terminal).text
         assert v.injected in [s.strip() for s in split_sentences(terminal)]
         assert not any(v.injected in v.dag.node(s).text for s in v.dag.sources(v.node))
+
+
+def test_a_dag_from_the_recorder(tmp_path: Path) -> None:
+    from veritrail.pipelines.recorder import Recorder
+
+    rec = Recorder(meta={"pipeline": "digest"})
+    q1 = rec.source(
+        "Revenue grew by 12% in the first quarter. The Lisbon office opened in March.", id="q1"
+    )
+    q2 = rec.source("Revenue fell by 3% in the second quarter. Costs were flat.", id="q2")
+    s1 = rec.step("summarize", inputs=[q1], output="Revenue grew by 12% in the first quarter.")
+    s2 = rec.step("summarize", inputs=[q2], output="Revenue fell by 3% in the second quarter.")
+    final = rec.step(
+        "combine",
+        inputs=[s1, s2],
+        output="Revenue grew by 12% in the first quarter. Revenue fell by 3% in the second "
+        "quarter. The Lisbon office opened in March.",
+    )
+    dag = tmp_path / "dag.json"
+    rec.save(dag, terminal=final)
+    r = CliRunner().invoke(
+        cli, ["inject", str(dag), "--n", "4", "--kinds", "number", "--out", str(tmp_path / "o")]
+    )
+    assert r.exit_code == 0, r.output
+    variants = check_injection(tmp_path / "o")
+    assert len(variants) == 4 and {v["stage"] for v in variants} == {2, 3}
