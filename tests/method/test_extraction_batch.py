@@ -404,3 +404,21 @@ def test_windows_cover_every_sentence_once_in_order_within_their_bounds(
         assert tokens is None or size <= tokens or len(w.targets) == 1
         assert w.shown_lo == max(0, w.lo - before)
         assert w.shown_hi == min(len(sentences), w.hi + after)
+
+
+async def test_the_batched_prompts_are_listed_and_overridable(tmp_path: Path) -> None:
+    from veritrail.method.prompting import packaged_prompt_names, prompt_dir, prompt_source
+
+    names = {"claim_selection_batch", "claim_disambiguation_batch", "claim_decomposition_batch"}
+    assert names <= set(packaged_prompt_names())
+    (tmp_path / "claim_selection_batch.md").write_text(
+        prompt_source("claim_selection_batch").replace("## system\n", "## system\nHOUSE RULES.\n"),
+        encoding="utf-8",
+    )
+    script = Batches()
+    model, fake = _model(script)
+    with prompt_dir(tmp_path):
+        await extract(model, "Oslo is in Norway.")
+    systems = [c.messages[0].content for c in fake.calls]
+    assert systems[0].startswith("HOUSE RULES.")
+    assert not any(s.startswith("HOUSE RULES.") for s in systems[1:])

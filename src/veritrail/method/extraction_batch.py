@@ -8,7 +8,7 @@ all the sentences of a window in one call: selection (`claim_selection_batch` pr
 disambiguation of the parts selection kept (`claim_disambiguation_batch`), then decomposition of the
 parts that came out self-contained (`claim_decomposition_batch`). A sentence a stage drops does not
 reach the next stage, and a stage left with no sentence makes no call: a 5-sentence answer costs
-at most 3 calls.
+3 calls (plus one for a stage whose reply left a sentence out, below).
 
 Ids. Every sentence of a prompt is shown after its id in square brackets (`sentence_id`: the
 sentence's index + 1, the same in every stage and window); the reply maps ids to answers. The
