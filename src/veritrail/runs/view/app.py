@@ -147,6 +147,7 @@ def create_app(index: RunIndex, guard: Guard) -> Starlette:
         run = find(request.query_params.get("id"))
         if run is None:
             return message("No such run", "The index has no run with this id.", 404)
+        from ...report import MODEL_LABELS, model_kind
         from ..reviewing import default_author
         from ..reviews import read_reviews
 
@@ -183,6 +184,7 @@ def create_app(index: RunIndex, guard: Guard) -> Starlette:
             writable=run.path.is_dir(),
             verdicts=[v.value for v in Verdict],
             default_author=default_author(),
+            model_label=MODEL_LABELS[model_kind(run.model)],
         )
 
     def trail_page(request: Request) -> Response:
