@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,25 @@ from veritrail.cli.main import cli
 
 TESTS_DIR = Path(__file__).resolve().parent
 """Absolute: tests find their fixtures from here, never from the current directory."""
+
+
+_OWN_VARIABLES = ("VERITRAIL_FULL_SUITE", "VERITRAIL_TEST_", "VERITRAIL_ARTIFACTS")
+"""The test suite's own knobs: every other `VERITRAIL_*` variable is the caller's setting."""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_outside_the_checkout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Module- and session-scoped fixtures run before `_cwd_in_tmp_path`: they too start in a
+    temporary directory, so a run they write relative to the current directory never lands in
+    the checkout (where `veritrail runs` would list it). The caller's own veritrail settings
+    (`VERITRAIL_RUNS_DB`, `VERITRAIL_CONFIG`, `VERITRAIL_MODEL`, ...) are dropped: no test
+    registers its runs in the user's index or runs with the user's model."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp_path_factory.mktemp("session-cwd"))
+        for name in list(os.environ):
+            if name.startswith("VERITRAIL_") and not name.startswith(_OWN_VARIABLES):
+                mp.delenv(name)
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -59,6 +78,54 @@ def run_cli(tmp_path: Path) -> Callable[..., tuple[int, str, dict[str, Any] | No
         return res.exit_code, res.output, report
 
     return go
+
+
+# -- the tiers: `pytest` runs the fast one, `pytest -m ""` everything ---------------------------------
+# pyproject's addopts deselects the opt-in markers below; `scripts/test.sh` (CI) passes `-m ""`.
+# Tests that need one of these services get its marker here, from the fixture that starts it or
+# the directory they sit in, so a test added there is in the right tier without a marker line of
+# its own. Tests that are merely slow carry `slow` (or `scale`) themselves.
+
+_FIXTURE_MARKS = {
+    "pg_server": "postgres",
+    "pg_url": "postgres",
+    "phoenix": "phoenix",
+    "ray_session": "heavy",
+}
+"""Session fixtures that start a server: the marker of every test that uses one."""
+
+_DIRECTORY_MARKS = {
+    # A real `phoenix serve` (minutes to start) and the trace servers beside it.
+    "adapters/phoenix": "phoenix",
+    # torch: tiny models built in-process, seconds each, and nothing of it in `.[dev]`.
+    "detectors/sirg": "torch",
+}
+"""Directories under tests/ whose every test gets a marker."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own hook deselects by `-m`
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        marks: set[str] = set()
+        try:
+            rel = item.path.resolve().relative_to(TESTS_DIR).as_posix()
+        except ValueError:
+            rel = ""
+        marks.update(
+            mark for prefix, mark in _DIRECTORY_MARKS.items() if rel.startswith(prefix + "/")
+        )
+        marks.update(
+            _FIXTURE_MARKS[name]
+            for name in getattr(item, "fixturenames", ())
+            if name in _FIXTURE_MARKS
+        )
+        # tests/runs' `db_url` reaches PostgreSQL through getfixturevalue, which no fixture
+        # name shows: its parameter does.
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("db_url") == "postgresql":
+            marks.add("postgres")
+        for mark in sorted(marks):
+            item.add_marker(mark)
 
 
 # -- the full suite skips nothing for a missing install --------------------------------------------
