@@ -188,3 +188,12 @@ def test_two_pipelines_dag_json_are_named_apart(tmp_path: Path) -> None:
     res = CliRunner().invoke(cli, ["runs", "--json"], catch_exceptions=False)
     names = sorted(r["dag"] for r in json.loads(res.output))
     assert names == ["summarize/dag", "support answers"]
+
+
+def test_ci_outputs_carry_the_demonstration_label(tmp_path: Path) -> None:
+    res = _check(tmp_path, "--model", "demo/overlap", "--annotations", "github")
+    errors = [line for line in res.output.splitlines() if line.startswith("::error ")]
+    assert errors, res.output
+    # Properties are escaped by GitHub's rules: "," is %2C.
+    assert all("[demonstration%2C not a judge]" in line for line in errors)
+    assert all("%2C node " in line for line in errors)  # the blamed node beside the stage
