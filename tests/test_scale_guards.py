@@ -39,6 +39,9 @@ from veritrail.records import Claim, ClaimResult, Termination, Verdict
 from veritrail.report import build_report, indented_json
 from veritrail.run.store import RunStore
 
+# Each guard times the same work at two sizes (seconds to a minute): opt-in, CI runs them.
+pytestmark = pytest.mark.scale
+
 CLAIM = "The chain of notes reaches its first entry."
 
 

@@ -20,10 +20,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from veritrail.adapters.trace.build import STATS
 from veritrail.cli.main import cli
+
+# Each guard times the same work at two sizes (seconds to a minute): opt-in, CI runs them.
+pytestmark = pytest.mark.scale
 
 SMALL, LARGE = 300, 2400
 """Generations of the two traces (10 spans each)."""

@@ -113,6 +113,7 @@ def test_gate_and_rerun_is_free(tmp_path: Path) -> None:
     assert set(before.values()) == {1}
 
 
+@pytest.mark.slow
 def test_fake_server_batch_resumes_errored_claims(tmp_path: Path) -> None:
     manifest = write_jobs(tmp_path, 2, 4)
     with FakeOpenAIServer(responder=responder) as srv:

@@ -246,6 +246,7 @@ def one_shot_responder(request: dict[str, Any]) -> str:
     return json.dumps({"reasoning": "scripted", "verdict": verdict})
 
 
+@pytest.mark.slow
 def test_one_shot_verify_extracts_claims_first(dag_file: Path, tmp_path: Path) -> None:
     report_path = tmp_path / "report.json"
     with FakeOpenAIServer(responder=one_shot_responder) as srv:
@@ -276,6 +277,7 @@ def test_one_shot_verify_extracts_claims_first(dag_file: Path, tmp_path: Path) -
     ]
 
 
+@pytest.mark.slow
 def test_one_shot_verify_passes_the_question_to_extraction(dag_file: Path, tmp_path: Path) -> None:
     with FakeOpenAIServer(responder=one_shot_responder) as srv:
         res = CliRunner().invoke(

@@ -38,6 +38,7 @@ def _rows(split: str) -> list[dict[str, object]]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
+@pytest.mark.slow
 @needs_data
 @pytest.mark.parametrize(("split", "n"), [("dev", 349), ("test", 358)])
 def test_wice_converter_on_real_files(split: str, n: int) -> None:
@@ -282,6 +283,7 @@ def test_veritrail_layout_with_shared_index(tmp_path: Path) -> None:
         veritrail_layout_items(tmp_path)
 
 
+@pytest.mark.slow
 @needs_data
 def test_open_dataset_guesses_the_kind() -> None:
     ds = open_dataset(str(WICE / "dev.jsonl"), sentences_per_chunk=5)

@@ -56,6 +56,7 @@ def test_progress_line_counts_items_per_method_calls_tokens_and_time_left() -> N
     assert p.finished() and "left" not in p.line()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not WICE_DEV.is_file(), reason="shared/data not present")
 def test_cli_eval_prints_progress_on_stderr(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

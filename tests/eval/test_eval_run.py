@@ -111,6 +111,7 @@ def test_cli_oracle_on_wice_slice(tmp_path: Path) -> None:
         assert (out / name).stat().st_size > 0, name
 
 
+@pytest.mark.slow
 def test_cli_save_dataset_then_evaluate_it(tmp_path: Path) -> None:
     conv = tmp_path / "wice.jsonl"
     r1 = CliRunner().invoke(

@@ -233,6 +233,7 @@ def test_text_leaves_never_fails(value: Any) -> None:
         assert isinstance(leaf, str)
 
 
+@pytest.mark.slow
 def test_langfuse_dag_verifies_against_the_loopback_server(tmp_path: Path) -> None:
     f = tmp_path / "langfuse.json"
     f.write_text(json.dumps(langfuse_trace()), encoding="utf-8")

@@ -424,6 +424,7 @@ async def test_http_proxy_from_the_environment_is_used(
     assert server.proxied == 1 and server.count == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("client", ["aiohttp", "httpx"])
 async def test_a_budget_above_the_sdks_pool_size_reaches_the_server(
     client: str, caps: CapabilityStore

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -71,6 +72,7 @@ def dags_with_evidence(draw: st.DrawFn) -> tuple[Dag, list[list[str]], int]:
     return _dag(sources), parts, draw(st.integers(1, 6))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(case=dags_with_evidence())
 def test_same_paths_as_the_original_enumeration(case: tuple[Dag, list[list[str]], int]) -> None:

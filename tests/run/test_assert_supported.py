@@ -93,6 +93,7 @@ def test_example_runs_with_the_oracle(tmp_path: Path) -> None:
     ex.test_a_made_up_detail_fails({"oracle": oracle, "claims": [*claims, made_up]})
 
 
+@pytest.mark.slow
 def test_example_runs_under_pytest_against_the_loopback_server(tmp_path: Path) -> None:
     env = {**os.environ}
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):

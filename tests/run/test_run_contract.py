@@ -254,6 +254,7 @@ def test_outputs_are_checked_before_anything_runs(tmp_path: Path) -> None:
 # -- run directories ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_identical_runs_started_at_once_never_traceback(tmp_path: Path) -> None:
     args = [
         sys.executable,
