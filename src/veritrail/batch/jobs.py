@@ -8,6 +8,8 @@ which records it in its job's run store at once (the same durable run directory 
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +33,7 @@ from ..run.job import (
     check_prompt_dir,
     check_run_dir,
     input_paths,
+    run_dir_files,
     same_file,
 )
 from ..run.job import model_name as job_model_name
@@ -171,23 +174,70 @@ def _prepare_one(
     )
 
 
+class _FileIndex:
+    """Paths by identity, as `run.inputs.same_file` compares them (the same resolved path, or
+    the same device and inode), so that "is this file one of those?" costs one `resolve` and
+    one `stat` instead of a `same_file` per candidate.
+
+    Why: the batch checks every output and every run directory's files against every input and
+    output of the whole manifest; pair by pair that is quadratic in the jobs, and at 200 jobs it
+    took 30-60 s before the first model call (issue 38: 524,402 `same_file` calls, each
+    resolving both paths; benchmarks/README.md).
+    """
+
+    def __init__(self) -> None:
+        self._at: dict[object, list[int]] = {}
+        self.paths: list[Path] = []
+
+    @staticmethod
+    def _keys(p: Path) -> list[object]:
+        keys: list[object] = []
+        # A symlink loop cannot be resolved: then compared by inode only, as same_file does.
+        with contextlib.suppress(OSError, RuntimeError):
+            keys.append(("path", p.resolve()))
+        try:
+            st = os.stat(p)
+            keys.append(("inode", st.st_dev, st.st_ino))
+        except (OSError, ValueError):  # not there (yet): not the same file as any other
+            pass
+        return keys
+
+    def add(self, p: Path) -> None:
+        """Index `p` at the next position."""
+        for k in self._keys(p):
+            self._at.setdefault(k, []).append(len(self.paths))
+        self.paths.append(p)
+
+    def matches(self, p: Path) -> list[int]:
+        """Positions (ascending) of the indexed paths that name the same file as `p`."""
+        return sorted({i for k in self._keys(p) for i in self._at.get(k, ())})
+
+    def first(self, p: Path) -> Path | None:
+        """The first indexed path that names the same file as `p`, or None."""
+        got = self.matches(p)
+        return self.paths[got[0]] if got else None
+
+
 def _check_outputs(
     manifest: Path, jobs: Sequence[Job], extra: Iterable[Path], summary_dir: Path | None
 ) -> list[str]:
     """Outputs never overwrite an input, never collide, and can be written (nothing is created
     here: the nearest existing directory is tried); two jobs never share a run; no run
-    directory would overwrite an input (`run.job.check_run_dir`)."""
+    directory would overwrite an input (`run.job.check_run_dir`'s rules, over indexed paths:
+    `_FileIndex`)."""
     problems: list[str] = []
     named: list[tuple[str, str]] = [("manifest", str(manifest))]
     named += [("config file", str(p)) for p in extra]
     named += [(f"{what} of job {j.id}", p) for j in jobs for what, p in j.inputs]
-    inputs = [Path(p) for _, p in named]
+    inputs = _FileIndex()
+    for _, given in named:
+        inputs.add(Path(given))
     outputs: dict[Path, str] = {}
     every_out: list[tuple[str, Path]] = []
     if summary_dir is not None:
         for name in (SUMMARY_FILE, INDEX_FILE):
             sp = summary_dir / name
-            clash = next((i for i in inputs if same_file(sp, i)), None)
+            clash = inputs.first(sp)
             if clash is not None:
                 problems.append(
                     f"--summary-dir {summary_dir}: its {name} is an input ({clash}); "
@@ -204,7 +254,7 @@ def _check_outputs(
             if p.is_dir():
                 problems.append(f"job {j.id}: {kind} {p} is a directory")
                 continue
-            clash = next((i for i in inputs if same_file(p, i)), None)
+            clash = inputs.first(p)
             if clash is not None:
                 problems.append(
                     f"job {j.id}: {kind} {p} is an input ({clash}); refusing to overwrite it"
@@ -230,19 +280,53 @@ def _check_outputs(
             check_output_files([(label, p)], [], create=False)
         except JobInputError as exc:
             problems.append(str(exc))
+    outs = _FileIndex()
+    for _, p in every_out:
+        outs.add(p)
     for j in jobs:
-        own_report = j.run_dir / REPORT_FILE
-        # A job's own out may be its run's report.json (the same report is written there).
-        outs = [
-            (label, p)
-            for label, p in every_out
-            if not (p == j.out_path and same_file(p, own_report))
-        ]
         try:
-            check_run_dir(j.run_dir, named, outs, label=f"job {j.id}: run directory")
+            _check_run_dir(j, named, inputs, every_out, outs)
         except JobInputError as exc:
             problems.append(str(exc))
     return problems
+
+
+def _check_run_dir(
+    j: Job,
+    named: Sequence[tuple[str, str]],
+    inputs: _FileIndex,
+    every_out: Sequence[tuple[str, Path]],
+    outs: _FileIndex,
+) -> None:
+    """`run.job.check_run_dir(j.run_dir, named, every_out)` with the same rules and messages,
+    looking the run's own files up in the indexes (`_FileIndex`) instead of comparing each with
+    every input and output of the batch."""
+    label = f"job {j.id}: run directory"
+    check_run_dir(j.run_dir, [], [], label=label)  # its own checks: not someone else's folder
+    own = run_dir_files(j.run_dir)
+    for f in own:
+        hit = inputs.matches(f)
+        if hit:
+            what, given = named[hit[0]]
+            raise JobInputError(
+                f"{label} {j.run_dir}: the run writes its {f.name} there, and {given} is the "
+                f"{what}; an input is never overwritten: give another run directory or "
+                "rename the file"
+            )
+    own_report = j.run_dir / REPORT_FILE
+    clashes: list[tuple[int, int]] = []  # (output's position, own file's), the first reported
+    for k, f in enumerate(own):
+        for i in outs.matches(f):
+            p = every_out[i][1]
+            # A job's own out may be its run's report.json (the same report is written there).
+            if not (p == j.out_path and same_file(p, own_report)):
+                clashes.append((i, k))
+    if clashes:
+        i, k = min(clashes)
+        flag, path = every_out[i]
+        raise JobInputError(
+            f"{flag} {path} is the run's own {own[k].name} in {j.run_dir}; give another name"
+        )
 
 
 # -- the driver's view of a running job -----------------------------------------------------------
