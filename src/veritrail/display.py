@@ -16,6 +16,7 @@ evaluation does not import the run layer to format a number (docs/architecture.m
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -113,6 +114,21 @@ def shorten(text: str, limit: int) -> str:
     return one if len(one) <= limit else one[: limit - 1] + "…"
 
 
+_UNPRINTABLE = re.compile(
+    # C0 and C1 controls (ESC starts a terminal's escape sequences, a newline forges a line),
+    # DEL, and the bidirectional controls that make a terminal show text in another order.
+    "[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
+
+
+def printable(text: str) -> str:
+    """`text` safe to print on a terminal: every control character (ESC, newline, ...) and
+    every bidirectional control (U+202E, ...) shown as a Python-style escape (``\\x1b``,
+    ``\\n``, ``\\u202e``) instead of acting. For names that come from outside: run
+    directories, review authors."""
+    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 def fmt_duration(s: float) -> str:
     """Seconds as 1h02m, 3m05s or 12s."""
     s = max(0, round(s))
@@ -130,6 +146,7 @@ __all__ = [
     "fmt_dollars",
     "fmt_duration",
     "fmt_int",
+    "printable",
     "shorten",
     "unpriced_models",
 ]

@@ -115,6 +115,27 @@ def open_error(exc: OSError, path: str | Path, what: str = "input file") -> Inpu
     return _error(path, what, reason, InputFault.UNREADABLE)
 
 
+class NotRegularFile(OSError):
+    """A path that names a FIFO, a socket or a device where a regular file was expected."""
+
+
+def read_regular_bytes(path: str | Path) -> bytes:
+    """The bytes of a regular file; `NotRegularFile` (an `OSError`) for anything else. Opened
+    without blocking and checked before reading: a FIFO planted where a run directory's file
+    belongs must not hang the command that lists runs (a plain open waits for a writer)."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFile(0, "not a regular file", os.fspath(path))
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read()
+    finally:
+        os.close(fd)
+
+
 def read_input_bytes(path: str | Path, what: str = "input file") -> bytes:
     """The file's bytes, or an `InputError` saying why it cannot be read (missing, a directory,
     no permission)."""
@@ -428,6 +449,7 @@ __all__ = [
     "read_input_json",
     "read_input_text",
     "read_input_toml",
+    "read_regular_bytes",
     "too_deep",
 ]
 

@@ -74,9 +74,13 @@ def review(
         where = f", error stage {got.error_stage}" + (
             f", node {', '.join(got.nodes)}" if got.nodes else ""
         )
-    click.echo(
-        f"{claim_id}: model {model}, reviewed {got.verdict.value}{where} by {got.author} "
-        f"({got.time})"
+    from ..display import printable
+
+    click.echo(  # names from outside, escaped: no terminal control reaches the screen
+        printable(
+            f"{claim_id}: model {model}, reviewed {got.verdict.value}{where} by {got.author} "
+            f"({got.time})"
+        )
     )
     if update.busy:
         click.echo("the run is in progress: its reports will show the review when it ends")

@@ -46,8 +46,9 @@ def runs() -> None:
     """The runs of a runs directory, from its index (SQLite, or PostgreSQL with --db).
 
     `veritrail runs` (= `veritrail runs ls`) lists them, newest first; `veritrail runs
-    reindex` rebuilds the index from the run directories. Exit status: 0, or 2 for bad input
-    (an unknown directory, a database that cannot be used).
+    reindex` rebuilds the index from the run directories (a corrupt SQLite index is moved
+    aside and rebuilt). Exit status: 0; 2 for bad input (an unknown directory, a database URL
+    that cannot be used); 3 when the database fails (unreachable, locked, corrupt).
     """
 
 
@@ -92,12 +93,12 @@ def _table(rows: list[Any]) -> Any:
     for r in rows:
         dag = r.dag if not r.pipeline or r.pipeline == r.dag else f"{r.dag} ({r.pipeline})"
         done = f"{r.verified}/{r.claims}" if r.verified < r.claims else str(r.claims)
-        t.add_row(
-            r.id,
-            dag,
-            r.model,
+        t.add_row(  # names from outside, escaped: no terminal control reaches the screen
+            _cell(r.id),
+            _cell(dag),
+            _cell(r.model),
             r.created.strftime("%Y-%m-%d %H:%M"),
-            r.status,
+            _cell(r.status),
             done,
             _pct(r.unsupported_share),
             f"${r.dollars:.4f}",
@@ -106,11 +107,26 @@ def _table(rows: list[Any]) -> Any:
     return t
 
 
+def _cell(text: str) -> Any:
+    """A table cell shown as written: control characters escaped (`display.printable`), and
+    no rich markup read from a run's name."""
+    from rich.text import Text
+
+    from ..display import printable
+
+    return Text(printable(text))
+
+
 def _warn_failed(stats: Any) -> None:
+    from ..display import printable
     from ..redaction import redact
 
     for path, why in stats.failed:
-        click.echo(f"warning: {redact(path)} left out of the index: {redact(why)}", err=True)
+        click.echo(
+            printable(f"warning: {redact(path)} left out of the index: {redact(why)}"), err=True
+        )
+    for why in stats.warnings:
+        click.echo(printable(f"warning: {redact(why)}"), err=True)
 
 
 @runs.command("ls")
@@ -183,8 +199,15 @@ def reindex(runs_dir: str | None, db_url: str | None) -> None:
     """Rebuild the index from the run directories (they are the source of truth)."""
     from ..runs.index import open_index
 
-    with open_index(resolve_runs_dir(runs_dir), db_url) as index:
+    with open_index(resolve_runs_dir(runs_dir), db_url, rebuild_corrupt=True) as index:
+        moved = index.moved_aside
         stats = index.reindex()
         where = index.display_url
+    if moved is not None:
+        click.echo(
+            f"warning: the index was not a database: moved aside to {moved}, rebuilt from the "
+            "run directories",
+            err=True,
+        )
     _warn_failed(stats)
     click.echo(f"indexed {stats.added} runs in {stats.seconds:.2f} s ({where})")

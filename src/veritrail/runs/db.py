@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
@@ -44,9 +44,27 @@ _PG_LOCK = 0x76745F72756E73
 """The PostgreSQL advisory lock id that serialises migrations ("vt_runs")."""
 
 
+BUSY_TIMEOUT = 30.0
+"""Seconds a SQLite writer waits for another's lock before the index is reported locked."""
+
+
 class RunsIndexError(InputProblem, RuntimeError):
-    """The index database cannot be used: a bad URL, a server that refuses, a missing driver
-    (exit 2). The message never holds a password."""
+    """The index database cannot be used as given: a bad URL, an unsupported database, a
+    missing driver, no runs directory (exit 2). The message never holds a password."""
+
+
+class RunsIndexUnavailable(RunsIndexError):
+    """The index database failed in use: a server that does not answer, a lock held longer
+    than `BUSY_TIMEOUT`, a file that is not a database. Infrastructure, not the user's input:
+    exit 3, as an unreachable Phoenix. The message never holds a password."""
+
+    exit_code: ClassVar[int] = 3
+
+
+def is_corrupt(exc: BaseException) -> bool:
+    """Whether a database error says a SQLite file is not (or no longer) a database."""
+    text = describe(exc).lower()
+    return "file is not a database" in text or "malformed" in text
 
 
 def database_url(runs_dir: str | Path, db_url: str | None = None) -> str:
@@ -104,7 +122,7 @@ def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
     try:
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA foreign_keys=ON")
-        cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT * 1000)}")
         cur.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable at checkpoints; a cache
     finally:
         cur.close()
@@ -121,11 +139,21 @@ def make_engine(url: str) -> Engine:
     if u.get_backend_name() == "sqlite":
         if u.database and u.database != ":memory:":
             Path(u.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(u, connect_args={"timeout": 30})
+        engine = create_engine(u, connect_args={"timeout": BUSY_TIMEOUT})
         event.listen(engine, "connect", _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
         return engine
     return create_engine(u, pool_pre_ping=True, connect_args={"connect_timeout": 10})
+
+
+def unavailable(url: Any, exc: BaseException) -> RunsIndexUnavailable:
+    """The error for a database that failed in use (`RunsIndexUnavailable`, exit 3), saying
+    what to do when a SQLite file is corrupt: the index is a cache of the run directories."""
+    shown = display_url(str(url))
+    msg = f"the index database {shown} cannot be used: {describe(exc)}"
+    if shown.startswith("sqlite") and is_corrupt(exc):
+        msg += "; `veritrail runs reindex` rebuilds it from the run directories"
+    return RunsIndexUnavailable(msg)
 
 
 def describe(exc: BaseException) -> str:
@@ -196,21 +224,23 @@ def migrate(engine: Engine) -> str:
         with contextlib.suppress(SQLAlchemyError):
             if _at_head(engine):
                 return SCHEMA_REVISION
-        raise RunsIndexError(
-            f"the index database {display_url(str(engine.url))} cannot be used: {describe(exc)}"
-        ) from None
+        raise unavailable(engine.url, exc) from None
 
 
 __all__ = [
+    "BUSY_TIMEOUT",
     "DB_VARIABLE",
     "SCHEMA_REVISION",
     "WRITE_OPTION",
     "RunsIndexError",
+    "RunsIndexUnavailable",
     "current_revision",
     "database_url",
     "describe",
     "display_url",
     "head_revision",
+    "is_corrupt",
     "make_engine",
     "migrate",
+    "unavailable",
 ]

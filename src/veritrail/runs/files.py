@@ -23,6 +23,7 @@ import orjson
 
 from ..errors import InputProblem
 from ..records import Verdict
+from ..textio import read_regular_bytes
 from .keys import claim_sources, claim_text_key
 from .layout import (
     CLAIMS_FILE,
@@ -33,7 +34,7 @@ from .layout import (
     RUN_FILE,
     RUN_FORMAT,
 )
-from .reviews import ClaimReview, effective_reviews, read_reviews
+from .reviews import ClaimReview, ReviewError, effective_reviews, read_reviews
 
 SIGNATURE_FILES = (RUN_FILE, CLAIMS_FILE, RESULTS_FILE, REPORT_FILE, REVIEWS_FILE)
 """The files whose change means the run must be read again."""
@@ -99,6 +100,8 @@ class RunRecord:
     lm_calls: int
     has_report: bool
     signature: str
+    warning: str | None = None
+    """What is wrong with a run that is still listed (results.jsonl cut short), for a warning."""
 
     def count(self, verdict: Verdict) -> int:
         """Claims whose model verdict is `verdict`."""
@@ -187,7 +190,7 @@ def run_signature(path: str | Path, *, now: float | None = None) -> str:
 
 def _load_json(path: Path) -> Any:
     try:
-        return orjson.loads(path.read_bytes())
+        return orjson.loads(read_regular_bytes(path))
     except FileNotFoundError:
         raise RunDirError(f"{path.parent} is not a run directory (no {path.name})") from None
     except (OSError, orjson.JSONDecodeError) as exc:
@@ -215,23 +218,31 @@ def load_claims(path: str | Path) -> list[Any]:
 def read_results(path: str | Path) -> dict[str, dict[str, Any]]:
     """results.jsonl's last result line per claim id; reading stops at a torn or unreadable
     line (what the run store discards too)."""
+    return _read_results(Path(path))[0]
+
+
+def _read_results(path: Path) -> tuple[dict[str, dict[str, Any]], bool]:
+    """`read_results`, and whether the file was cut short (a torn last line, or a line that
+    is not a result: what follows it is not read)."""
     out: dict[str, dict[str, Any]] = {}
-    f = Path(path) / RESULTS_FILE
+    f = path / RESULTS_FILE
     try:
-        data = f.read_bytes()
+        data = read_regular_bytes(f)
     except FileNotFoundError:
-        return out
+        return out, False
     except OSError as exc:
         raise RunDirError(f"{f}: cannot read it: {exc}") from None
-    for line in data.split(b"\n")[:-1]:  # the part after the last newline is torn, if any
+    lines = data.split(b"\n")
+    torn = bool(lines[-1].strip())  # the part after the last newline is torn, if any
+    for line in lines[:-1]:
         if not line.strip():
             continue
         try:
             doc = orjson.loads(line)
             out[str(doc["id"])] = doc
         except (orjson.JSONDecodeError, KeyError, TypeError):
-            break
-    return out
+            return out, True
+    return out, torn
 
 
 def dag_name(run_dir: Path, dag_path: str | None) -> str:
@@ -269,7 +280,7 @@ def _meta_field(dag_path: str | None, key: str) -> str | None:
     try:
         if p.stat().st_size > PIPELINE_META_BYTES:
             return None
-        data = p.read_bytes()
+        data = read_regular_bytes(p)
         if p.suffix in (".jsonl", ".ndjson"):
             data = data.split(b"\n", 1)[0]
         doc = orjson.loads(data)
@@ -310,8 +321,11 @@ def read_run_dir(path: str | Path) -> RunRecord:
     signature = run_signature(p, now=time.time())
     run = load_run_json(p)
     claims_doc = load_claims(p)
-    results = read_results(p)
-    reviews = effective_reviews(read_reviews(p))
+    results, torn = _read_results(p)
+    try:
+        reviews = effective_reviews(read_reviews(p))
+    except ReviewError as exc:  # an unreadable reviews.jsonl: this run is left out, not all
+        raise RunDirError(str(exc)) from None
     claims: list[ClaimRecord] = []
     dollars = 0.0
     lm_calls = 0
@@ -329,6 +343,19 @@ def read_run_dir(path: str | Path) -> RunRecord:
         dollars += float(extraction.get("dollars", 0.0))
         lm_calls += int(extraction.get("lm_calls", 0))
         dag_path = (inputs.get("dag") or {}).get("path")
+        status = str(run.get("status", "running"))
+        warning = None
+        if torn:
+            # A run whose results were cut (a disk full, a copy interrupted) is not what
+            # run.json says it is: its missing claims show as not verified, and it is not
+            # listed as complete.
+            verified = sum(1 for c in claims if c.termination is not None)
+            warning = (
+                f"{p / RESULTS_FILE} is cut short (its last line is torn): {verified} of "
+                f"{len(claims)} claims read; `veritrail resume {p}` verifies the rest"
+            )
+            if status == "complete":
+                status = "incomplete"
         return RunRecord(
             path=p,
             fingerprint=str(run.get("fingerprint", "")),
@@ -336,7 +363,7 @@ def read_run_dir(path: str | Path) -> RunRecord:
             pipeline=pipeline_name(dag_path),
             dag_path=dag_path,
             model=str(run.get("model", "")),
-            status=str(run.get("status", "running")),
+            status=status,
             created=float(run.get("created", 0.0)),
             updated=float(run.get("updated", 0.0)),
             claims=tuple(claims),
@@ -344,6 +371,7 @@ def read_run_dir(path: str | Path) -> RunRecord:
             lm_calls=lm_calls,
             has_report=(p / REPORT_FILE).is_file(),
             signature=signature,
+            warning=warning,
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise RunDirError(f"{p}: unexpected content in the run files: {exc!r}") from None

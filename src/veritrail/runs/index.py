@@ -34,11 +34,13 @@ from .db import (
     DB_VARIABLE,
     WRITE_OPTION,
     RunsIndexError,
+    RunsIndexUnavailable,
     database_url,
-    describe,
     display_url,
+    is_corrupt,
     make_engine,
     migrate,
+    unavailable,
 )
 from .files import (
     RunDirError,
@@ -82,6 +84,17 @@ class RunIndex:
         self.url = url
         self._root_key = str(self.root)
         self._prefix = self._root_key.rstrip("/") + "/"
+        self.moved_aside: Path | None = None
+        """A corrupt SQLite file `open_index(..., rebuild_corrupt=True)` moved aside."""
+
+    @contextlib.contextmanager
+    def _db(self) -> Iterator[None]:
+        """A database failure in use (a server gone, a lock held too long) as one line, exit 3
+        (`RunsIndexUnavailable`), never a driver's traceback."""
+        try:
+            yield
+        except SQLAlchemyError as exc:
+            raise unavailable(self.url, exc) from None
 
     # -- lifetime ------------------------------------------------------------------------------
 
@@ -159,6 +172,7 @@ class RunIndex:
         root's runs (the rows of others are removed), or with `only` just those to update."""
         t0 = time.perf_counter()
         failed: list[tuple[str, str]] = []
+        warnings: list[str] = []
         try:
             with self.engine.connect() as conn:
                 known = {} if rebuild else self._known(conn)
@@ -174,7 +188,10 @@ class RunIndex:
                     unchanged += 1
                     continue
                 try:
-                    todo[name] = read_run_dir(path)
+                    read = read_run_dir(path)
+                    todo[name] = read
+                    if read.warning:
+                        warnings.append(read.warning)
                 except RunDirError as exc:
                     failed.append((str(path), str(exc)))
                     todo[name] = None
@@ -192,6 +209,7 @@ class RunIndex:
                     unchanged=unchanged,
                     failed=tuple(failed),
                     seconds=time.perf_counter() - t0,
+                    warnings=tuple(warnings),
                 )
             with self._writing() as conn:
                 now = self._known(conn)
@@ -217,9 +235,7 @@ class RunIndex:
                     self._insert(conn, rec, name, pending)
                 self._flush(conn, pending)
         except SQLAlchemyError as exc:
-            raise RunsIndexError(
-                f"the index database {self.display_url} failed: {describe(exc)}"
-            ) from None
+            raise unavailable(self.url, exc) from None
         return RefreshStats(
             scanned=len(todo),
             added=added,
@@ -228,6 +244,7 @@ class RunIndex:
             unchanged=unchanged,
             failed=tuple(failed),
             seconds=time.perf_counter() - t0,
+            warnings=tuple(warnings),
         )
 
     @contextlib.contextmanager
@@ -249,7 +266,7 @@ class RunIndex:
         """The run directories under the root, then those recorded from outside it that
         still exist."""
         found = find_run_dirs(self.root)
-        with self.engine.connect() as conn:
+        with self._db(), self.engine.connect() as conn:
             outside = [
                 p
                 for (p,) in conn.execute(
@@ -334,19 +351,19 @@ class RunIndex:
             q = q.limit(limit)
         if offset:
             q = q.offset(offset)
-        with self.engine.connect() as conn:
+        with self._db(), self.engine.connect() as conn:
             return [run_row(m) for m in conn.execute(q).mappings()]
 
     def count_runs(self, flt: RunFilter | None = None) -> int:
         """How many runs match `flt`."""
         q = select(func.count()).select_from(self._select(flt).subquery())
-        with self.engine.connect() as conn:
+        with self._db(), self.engine.connect() as conn:
             return int(conn.execute(q).scalar_one())
 
     def get_run(self, run_id: str) -> RunRow | None:
         """One run by id (None when the index has no such run)."""
         q = select(*_ROW_COLUMNS).where(runs_t.c.root == self._root_key, runs_t.c.name == run_id)
-        with self.engine.connect() as conn:
+        with self._db(), self.engine.connect() as conn:
             m = conn.execute(q).mappings().first()
         return run_row(m) if m is not None else None
 
@@ -359,7 +376,7 @@ class RunIndex:
             .where(runs_t.c.root == self._root_key, runs_t.c.name == run_id)
             .order_by(c.position)
         )
-        with self.engine.connect() as conn:
+        with self._db(), self.engine.connect() as conn:
             return [claim_row(run_id, m) for m in conn.execute(q).mappings()]
 
     def _distinct(self, column: Any) -> list[str]:
@@ -369,7 +386,7 @@ class RunIndex:
             .distinct()
             .order_by(column)
         )
-        with self.engine.connect() as conn:
+        with self._db(), self.engine.connect() as conn:
             return [str(v) for (v,) in conn.execute(q)]
 
     def dags(self) -> list[str]:
@@ -381,22 +398,57 @@ class RunIndex:
         return self._distinct(runs_t.c.model)
 
 
-def open_index(runs_dir: str | Path, db_url: str | None = None) -> RunIndex:
+def open_index(
+    runs_dir: str | Path, db_url: str | None = None, *, rebuild_corrupt: bool = False
+) -> RunIndex:
     """Open the index of `runs_dir` (`db.database_url`: `db_url`, else `VERITRAIL_RUNS_DB`,
     else SQLite at ``<runs_dir>/index.sqlite``), creating it and bringing its schema up to date
-    on first use. `RunsIndexError` (exit 2) when `runs_dir` is not a directory or the database
-    cannot be used."""
+    on first use. `RunsIndexError` (exit 2) when `runs_dir` is not a directory or the URL
+    cannot be used; `RunsIndexUnavailable` (exit 3) when the database fails (unreachable,
+    locked, corrupt). `rebuild_corrupt` (`veritrail runs reindex`): a SQLite file that is not a
+    database is moved aside (`RunIndex.moved_aside`) and a new index created: the index is a
+    cache of the run directories, which the rebuild reads again."""
     root = Path(runs_dir)
     if not root.is_dir():
         raise RunsIndexError(f"{root} is not a directory of runs (--runs-dir)")
     url = database_url(root, db_url)
     engine = make_engine(url)
+    moved: Path | None = None
     try:
-        migrate(engine)
+        try:
+            migrate(engine)
+        except RunsIndexUnavailable as exc:
+            sqlite_file = engine.url.database if engine.url.get_backend_name() == "sqlite" else None
+            if not (rebuild_corrupt and sqlite_file and is_corrupt(exc)):
+                raise
+            engine.dispose()
+            moved = _move_aside(Path(sqlite_file))
+            engine = make_engine(url)
+            migrate(engine)
     except BaseException:
         engine.dispose()
         raise
-    return RunIndex(root, engine, url)
+    index = RunIndex(root, engine, url)
+    index.moved_aside = moved
+    return index
+
+
+def _move_aside(db_file: Path) -> Path:
+    """Rename a corrupt SQLite file (and its journal files) to ``<name>.corrupt-<time>``: kept
+    for whoever wants to look, out of the way of the new index."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    target = db_file.with_name(f"{db_file.name}.corrupt-{stamp}")
+    try:
+        os.replace(db_file, target)
+    except OSError as exc:
+        raise RunsIndexUnavailable(
+            f"{db_file} is not a database and cannot be moved aside ({exc.strerror or exc}); "
+            "delete it and run `veritrail runs reindex` again"
+        ) from None
+    for suffix in ("-wal", "-shm", "-journal"):
+        with contextlib.suppress(OSError):
+            os.replace(f"{db_file}{suffix}", f"{target}{suffix}")
+    return target
 
 
 def index_finished_run(
@@ -427,6 +479,7 @@ __all__ = [
     "RunIndex",
     "RunRow",
     "RunsIndexError",
+    "RunsIndexUnavailable",
     "index_finished_run",
     "open_index",
 ]

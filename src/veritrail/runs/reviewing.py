@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import getpass
+import os
+import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,8 +26,9 @@ from typing import IO, Any
 from ..redaction import redact
 from ..report import ReportFormatError, load_report, write_report
 from .files import RunDirError, load_claims, load_run_json, read_results
-from .layout import HTML_REPORT, LOCK_FILE, PARTIAL_REPORT, REPORT_FILE
+from .layout import HTML_REPORT, LOCK_FILE, PARTIAL_REPORT, REPORT_FILE, REVIEWS_FILE
 from .reviews import (
+    MAX_AUTHOR_CHARS,
     MAX_REASON_CHARS,
     Review,
     ReviewError,
@@ -95,6 +98,8 @@ def add_review(
         raise ReviewError(f"the reason is longer than {MAX_REASON_CHARS:,} characters")
     where = _check_stage(p, stage, node) if stage is not None or node is not None else None
     who = (author or "").strip() or default_author()
+    if len(who) > MAX_AUTHOR_CHARS:
+        raise ReviewError(f"the author is longer than {MAX_AUTHOR_CHARS} characters")
     result = read_results(p).get(claim_id)
     review = Review(
         claim_id=claim_id,
@@ -106,6 +111,7 @@ def add_review(
         error_stage=where[0] if where else None,
         nodes=where[1] if where else (),
     )
+    check_writable(p)  # before the append: a review is kept with its reports, or not at all
     append_review(p, review)
     if update_reports:
         update_run_reports(p)
@@ -144,6 +150,35 @@ def _check_stage(run_dir: Path, stage: int | None, node: str | None) -> tuple[in
             f"the run's DAG has no stage {stage} (stages {stages[0]} to {stages[-1]})"
         )
     return stage, ()
+
+
+def check_writable(run_dir: Path) -> None:
+    """Refuse (`ReviewError`, exit 2), before anything is written, a run directory a review
+    cannot be completed in: reviews.jsonl a symbolic link or not a regular file, a report that
+    is not a regular file, or a directory where no file can be created (the reports are
+    replaced through temporary files beside them). Tried, not guessed from the permission
+    bits: `os.access` is wrong for root, ACLs and read-only mounts."""
+    log = run_dir / REVIEWS_FILE
+    if log.is_symlink():
+        raise ReviewError(
+            f"{log} is a symbolic link; a review is only appended to the run's own file"
+        )
+    for name in (REVIEWS_FILE, REPORT_FILE, PARTIAL_REPORT, HTML_REPORT):
+        path = run_dir / name
+        if path.exists() and not path.is_file():
+            raise ReviewError(f"{path} is not a regular file; the review cannot be recorded")
+    try:
+        fd, probe = tempfile.mkstemp(dir=run_dir, prefix=".veritrail-probe.")
+    except OSError as exc:
+        raise ReviewError(
+            f"{run_dir}: cannot write in the run directory ({exc.strerror or exc}); nothing "
+            "was recorded"
+        ) from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
+    if log.exists() and not os.access(log, os.W_OK):
+        raise ReviewError(f"{log}: cannot write it (permission denied); nothing was recorded")
 
 
 def report_with_reviews(report: Mapping[str, Any], run_dir: str | Path) -> dict[str, Any]:

@@ -22,10 +22,11 @@ a run directory and re-renders its reports.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -33,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ..errors import InputProblem
 from ..records import Verdict
 from ..report import REPORT_VERSION
-from ..textio import fsync_dir
+from ..textio import fsync_dir, read_regular_bytes
 from .layout import REVIEWS_FILE
 
 REVIEW_FORMAT = "veritrail-review"
@@ -41,6 +42,9 @@ REVIEW_VERSION = 1
 
 MAX_REASON_CHARS = 10_000
 """A reason longer than this is refused: a review explains a verdict, it does not paste a book."""
+
+MAX_AUTHOR_CHARS = 200
+"""An author longer than this is refused: a name, not a text (it is printed on every listing)."""
 
 VERDICT_WORDS: dict[str, Verdict] = {
     "supported": Verdict.FULLY_SUPPORTED,
@@ -171,7 +175,7 @@ def read_reviews(run_dir: str | Path) -> list[Review]:
     """Every review of a run directory, oldest first (none without a reviews.jsonl). A line
     that is not a review (the torn remains of a killed append) is skipped."""
     try:
-        data = (Path(run_dir) / REVIEWS_FILE).read_bytes()
+        data = read_regular_bytes(Path(run_dir) / REVIEWS_FILE)
     except FileNotFoundError:
         return []
     except OSError as exc:
@@ -204,7 +208,7 @@ def append_review(run_dir: str | Path, review: Review) -> None:
     path = Path(run_dir) / REVIEWS_FILE
     line = orjson.dumps(review.to_json()) + b"\n"
     created = not path.exists()
-    with path.open("a+b") as fh:
+    with _open_log(path) as fh:
         fh.seek(0, os.SEEK_END)
         if fh.tell() > 0:
             fh.seek(-1, os.SEEK_END)
@@ -216,6 +220,26 @@ def append_review(run_dir: str | Path, review: Review) -> None:
         os.fsync(fh.fileno())
     if created:
         fsync_dir(path.parent)
+
+
+def _open_log(path: Path) -> IO[bytes]:
+    """reviews.jsonl opened to append, never through a symbolic link (a link planted in a run
+    directory would make a review write into any file its reader may write) and only as a
+    regular file (a FIFO would block). `ReviewError` (exit 2) otherwise."""
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0), 0o644)
+    except OSError as exc:
+        if path.is_symlink():
+            raise ReviewError(
+                f"{path} is a symbolic link; a review is only appended to the run's own file"
+            ) from None
+        raise ReviewError(f"{path}: cannot write it: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ReviewError(f"{path}: not a regular file; a review is only appended to one")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "a+b")
 
 
 def apply_reviews(report: Mapping[str, Any], reviews: Mapping[str, ClaimReview]) -> dict[str, Any]:
@@ -242,6 +266,7 @@ def apply_reviews(report: Mapping[str, Any], reviews: Mapping[str, ClaimReview])
 
 
 __all__ = [
+    "MAX_AUTHOR_CHARS",
     "MAX_REASON_CHARS",
     "REVIEWS_FILE",
     "REVIEW_FORMAT",

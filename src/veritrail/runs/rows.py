@@ -136,6 +136,8 @@ class RefreshStats:
     failed: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     """(run directory, why) of the directories that could not be read (left out)."""
     seconds: float = 0.0
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+    """What is wrong with runs read now and listed all the same (`RunRecord.warning`)."""
 
 
 def run_values(rec: RunRecord, root: str, name: str) -> dict[str, Any]:

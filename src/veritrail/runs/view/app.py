@@ -26,10 +26,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from ...errors import VeritrailError
 from ...records import Verdict
 from ..diff import DiffInputError, compare, diff_document, load_side
 from ..diffhtml import diff_sections
-from ..index import RunFilter, RunIndex, RunRow
+from ..index import RunFilter, RunIndex, RunRow, RunsIndexUnavailable
 from .pages import render, reviews_by_claim, run_stage_chart, trend_chart
 from .safety import Guard, GuardMiddleware
 
@@ -286,7 +287,20 @@ def create_app(index: RunIndex, guard: Guard) -> Starlette:
         # Browsers ask for it on their own; an empty answer keeps their consoles clean.
         Route("/favicon.ico", lambda request: Response(status_code=204)),
     ]
-    return Starlette(routes=routes, middleware=[Middleware(GuardMiddleware, guard=guard)])
+
+    def failed(request: Request, exc: Exception) -> Response:
+        # A page that says what is wrong, never a bare "Internal Server Error": a database
+        # that stopped answering is unavailable (503: try again later); anything else that
+        # veritrail explains (a report of a version it cannot read, ...) is a 500 with the text.
+        if isinstance(exc, RunsIndexUnavailable):
+            return message("Index database unavailable", str(exc), 503)
+        return message("Cannot show this page", str(exc), 500)
+
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(GuardMiddleware, guard=guard)],
+        exception_handlers={VeritrailError: failed},
+    )
 
 
 __all__ = ["MAX_FORM_BYTES", "PAGE_SIZE", "REFRESH_EVERY", "create_app"]

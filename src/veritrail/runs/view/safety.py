@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from ...errors import InputProblem
 
@@ -212,7 +212,10 @@ class GuardMiddleware:
             if offered is not None and g.token_ok(offered, None):
                 # First visit with ?token=: keep it in a cookie, drop it from the address.
                 rest = urlencode([(k, v) for k, v in query.items() if k != "token"])
-                location = scope.get("path", "/") + (f"?{rest}" if rest else "")
+                # A path on this server only: "//evil.com/" (or "/\\evil.com/") would be read
+                # by a browser as another host (a scheme-relative address).
+                path = "/" + str(scope.get("path", "/")).lstrip("/\\")
+                location = quote(path, safe="/:@!$&'()*+,;=-._~") + (f"?{rest}" if rest else "")
                 extra = [
                     (b"location", location.encode()),
                     (b"set-cookie", _cookie(TOKEN_COOKIE, g.token_cookie_value())),
