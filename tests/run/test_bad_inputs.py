@@ -26,7 +26,7 @@ from veritrail.testing import FakeOpenAIServer
 from veritrail.textio import (
     MAX_DEPTH,
     InputError,
-    InputProblem,
+    InputFault,
     parse_json,
     read_input_json,
     read_input_text,
@@ -636,7 +636,7 @@ def test_depth_limit_is_exact() -> None:
     assert parse_json(ok, "x.json") is not None
     with pytest.raises(InputError) as ei:
         parse_json("[" + ok + "]", "x.json")
-    assert ei.value.problem is InputProblem.TOO_DEEP
+    assert ei.value.problem is InputFault.TOO_DEEP
     assert (
         str(ei.value)
         == f"input file x.json: nested too deeply (more than {MAX_DEPTH} levels of arrays/objects)"
@@ -700,7 +700,7 @@ def test_a_lone_surrogate_escape_is_refused_and_a_pair_is_not(texts: list[str]) 
         got = parse_json(doc, "x.json")
     except InputError as exc:
         assert any(_has_lone_surrogate(t) for t in texts), str(exc)
-        assert exc.problem is InputProblem.ENCODING and "lone surrogate" in str(exc)
+        assert exc.problem is InputFault.ENCODING and "lone surrogate" in str(exc)
     else:
         assert not any(_has_lone_surrogate(t) for t in texts)
         assert got == [t.encode("utf-16-le", "surrogatepass").decode("utf-16-le") for t in texts]
