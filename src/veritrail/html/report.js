@@ -574,14 +574,15 @@
       });
     });
     var labels = nodeLabels(list);
-    var maxLabel = L.colW - 14 - (L.r + 4) - 18;  // from the label's start to short of the gutter
+    var labelX = L.r + 7;  // clear of the blamed node's bigger ring (r + 4, dashed)
+    var maxLabel = L.colW - 14 - labelX - 18;  // from the label's start to short of the gutter
     list.forEach(function (n) {
       var p = pos[n.id];
       var grp = sv('g', { class: 'node' + (n.id === dag.terminal ? ' terminal' : ''), 'data-node-id': n.id,
         transform: 'translate(' + p.x + ',' + p.y + ')' });
       var t = sv('title'); t.textContent = showText(n.id) + ' (stage ' + n.stage + (n.is_root ? ', source' : '') + ')';
       grp.append(t, sv('circle', { r: L.r }));
-      var label = sv('text', { class: 'node-label', x: L.r + 4, y: -L.r - 2 });
+      var label = sv('text', { class: 'node-label', x: labelX, y: -L.r - 3 });
       grp.append(label);
       nodeLayer.append(grp);
       fitLabel(label, labels[n.id], maxLabel);
