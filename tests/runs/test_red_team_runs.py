@@ -277,3 +277,25 @@ def test_the_token_redirect_stays_on_this_server(root: Path, path: str) -> None:
     location = resp.headers["location"]
     assert location.startswith("/") and not location.startswith(("//", "/\\")), location
     assert "token" not in location and location.endswith("?x=1")
+
+
+def test_the_views_review_form_never_writes_through_a_symlink(root: Path, tmp_path: Path) -> None:
+    import re
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (root / RUN / "reviews.jsonl").symlink_to(victim)
+    client, _ = _client(root)
+    page = client.get("/run", params={"id": RUN})
+    assert page.status_code == 200
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert csrf is not None
+    form = {"csrf": csrf.group(1), "run": RUN, "claim": "c0", "verdict": "Fully Supported"}
+    resp = client.post(
+        "/review",
+        data={**form, "reason": "ok", "author": "ana"},
+        headers={"origin": "http://127.0.0.1"},
+        follow_redirects=False,
+    )
+    assert resp.status_code == 400 and "symbolic link" in resp.text
+    assert victim.read_text() == "precious\n"

@@ -199,9 +199,10 @@ def report_input(
     )
 
 
-def diff_input(doc: Mapping[str, Any]) -> GateInput:
+def diff_input(doc: Mapping[str, Any], *, location: str | None = None) -> GateInput:
     """A diff document as one `GateInput`: one finding per changed claim, the claims that
-    became unsupported in B as failures (located at B's report: a diff names no DAG file)."""
+    became unsupported in B as failures, located at `location` (B's report file; by default
+    B's path as the diff names it, which may be a run directory: a diff names no DAG file)."""
     doc = redact_obj(doc)
     b_side = doc.get("b") or {}
     findings = []
@@ -232,7 +233,7 @@ def diff_input(doc: Mapping[str, Any]) -> GateInput:
     return GateInput(
         name=f"diff {doc.get('a', {}).get('path', 'A')} -> {path or 'B'}",
         findings=tuple(findings),
-        dag_uri=path,
+        dag_uri=location or path,
         properties=(("a", str(doc.get("a", {}).get("path", ""))), ("b", path or "")),
     )
 

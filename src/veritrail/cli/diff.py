@@ -35,6 +35,27 @@ def _check_outputs(inputs: list[Path], outputs: list[Path]) -> None:
             raise DiffUsageError(f"{out}: cannot create its folder ({exc.strerror})") from None
 
 
+def _check_writable(
+    inputs: list[Path],
+    json_path: Path | None,
+    html_path: Path | None,
+    junit: Path | None,
+    sarif: Path | None,
+) -> None:
+    """Every output can be written, tried before the work as verify does
+    (`run.inputs.check_output_files`): a place that takes no file is bad usage (exit 2),
+    not a traceback or an exit 3 after the comparison."""
+    from ..run.inputs import check_output_files
+    from ..run.spec import JobInputError
+
+    flags = (("--json", json_path), ("--html", html_path), ("--junit", junit), ("--sarif", sarif))
+    outs = [(flag, path) for flag, path in flags if path is not None]
+    try:
+        check_output_files(outs, [("input A", str(inputs[0])), ("input B", str(inputs[1]))])
+    except JobInputError as exc:
+        raise DiffUsageError(str(exc)) from None
+
+
 @click.command("diff")
 @click.argument("run_a", metavar="A", type=click.Path(path_type=Path))
 @click.argument("run_b", metavar="B", type=click.Path(path_type=Path))
@@ -124,6 +145,7 @@ def diff(
     inputs = [report_path_of(run_a), report_path_of(run_b)]
     outputs = [json_path, html_path, ci.junit, ci.sarif]
     _check_outputs(inputs, [p for p in outputs if p is not None])
+    _check_writable(inputs, json_path, html_path, ci.junit, ci.sarif)
     a = load_side(run_a, label="A", use_reviews=reviews)
     b = load_side(run_b, label="B", use_reviews=reviews)
     result = compare(a, b, resamples=resamples, seed=seed)
@@ -147,7 +169,8 @@ def diff(
     if ci.any:
         from ..cigate import diff_input
 
-        # The newly unsupported claims, located at B's report (a diff names no DAG file).
-        emit_ci_outputs(ci, [diff_input(doc)], quiet=quiet)
+        # The newly unsupported claims, located at B's report file (a diff names no DAG
+        # file; a run directory is no file a CI can show).
+        emit_ci_outputs(ci, [diff_input(doc, location=str(inputs[1]))], quiet=quiet)
     if gate_failed(result, max_new_unsupported):
         ctx.exit(1)
