@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# The whole test suite on a fresh machine: first the fast tier in a `.[dev]`-only virtualenv
-# (scripts/test-fast.sh: a few minutes, fails early), then everything installed into a second
+# The whole test suite on a fresh machine (docs/testing.md): first the fast tier in a
+# `.[dev]`-only virtualenv (scripts/test-fast.sh: lint, deptry, mypy without the extras, plain
+# `pytest`; minutes, so a broken change fails early), then everything installed into a second
 # virtualenv of its own (`.venv-test/full`, scripts/test-venv.sh: never the caller's active
-# environment), lint, strict mypy, every test (`-m ""`: no tier left out) and the README's and
+# environment), strict mypy, deptry, every test (`-m ""`: no tier left out) and the README's and
 # docs' commands. README's second quick-start command and .ci/run both call this script.
 # Arguments go to both pytest runs (and skip the README/docs checks).
 #
 # System packages (Chromium for the browser tests, PostgreSQL for the index tests) are installed
 # with apt-get only when VERITRAIL_TEST_APT=1 (CI's .ci/run sets it; it needs root); otherwise a
-# missing one stops the script before the long part, saying what to install.
+# missing one stops the script before anything else, saying what to install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

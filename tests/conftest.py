@@ -114,6 +114,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         marks.update(
             mark for prefix, mark in _DIRECTORY_MARKS.items() if rel.startswith(prefix + "/")
         )
+        # The growth-rate guards are named so (test_scale_guards.py, adapters/test_trace_scale.py,
+        # batch/test_startup_scale.py): a new one is opt-in by its name alone.
+        if item.path.name.startswith("test_scale_") or item.path.name.endswith("_scale.py"):
+            marks.add("scale")
         marks.update(
             _FIXTURE_MARKS[name]
             for name in getattr(item, "fixturenames", ())
