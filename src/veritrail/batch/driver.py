@@ -102,36 +102,52 @@ def open_states(
     the model can be built, and its plugged steps load (`run.build.job_steps`, as `veritrail verify`
     loads them). Then `connect` is called (the executor's start: a Ray cluster is reached
     before any call, and not started for a batch refused here). Then the stores are opened:
-    jobs without a claims file get their claims extracted here, on the driver (their calls are
-    shown by `events`). Raises `BatchInputError` naming every job refused (exit 2),
-    `jobs.ExtractionFailed` when a job's claims cannot be extracted (the run stores opened so
-    far are released, marked interrupted).
+    jobs without a claims file get their claims extracted here, on the driver, all jobs at once
+    within the batch's `concurrency` (their calls are shown by `events`). Raises
+    `BatchInputError` naming every job refused (exit 2), `jobs.ExtractionFailed` when a job's
+    claims cannot be extracted (the other jobs' extractions are stopped, and the run stores
+    opened so far are released, marked interrupted).
     """
     ev = events if events is not None else BatchEvents()
 
     async def go() -> list[JobState]:
         pool = ModelPool(concurrency)
-        out: list[JobState] = []
+        opened: dict[int, JobState] = {}
+
+        async def open_one(i: int, job: Job) -> None:
+            model = None
+            if job.claims is None:
+                model = pool.model(job.model)
+                model.on_call = lambda e: ev.call(None, e)
+                ev.extracting()
+            with prompt_dir(job.settings.prompt_dir):  # claim extraction's prompt
+                store = await open_store(job, model)
+            opened[i] = JobState(
+                job, store, fitted_config(job, providers[job.id]), resumed=len(store.done)
+            )
+
+        tasks: list[asyncio.Task[None]] = []
         try:
             providers = _check_models(jobs, pool)
             if connect is not None:
                 connect()
-            for job in jobs:
-                model = None
-                if job.claims is None:
-                    model = pool.model(job.model)
-                    model.on_call = lambda e: ev.call(None, e)
-                    ev.extracting()
-                with prompt_dir(job.settings.prompt_dir):  # claim extraction's prompt
-                    store = await open_store(job, model)
-                out.append(
-                    JobState(
-                        job, store, fitted_config(job, providers[job.id]), resumed=len(store.done)
-                    )
-                )
-            return out
+            # Every job's extraction at once, under the pool's one budget (`--concurrency`): one
+            # job after the other, 200 answers spent minutes in extraction round trips before
+            # any claim was verified (issue 38). The first failure stops the others.
+            tasks = [asyncio.create_task(open_one(i, job)) for i, job in enumerate(jobs)]
+            if tasks:
+                await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for t in tasks:  # the first failure in manifest order, as when one ran after another
+                failed = t.exception() if t.done() and not t.cancelled() else None
+                if failed is not None:
+                    raise failed
+            return [opened[i] for i in range(len(jobs))]
         except BaseException:
-            for st in out:
+            for t in tasks:
+                t.cancel()  # a no-op for those done
+            # Wait for them, so that no store opens after the ones opened are released.
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for st in opened.values():
                 st.store.set_status(Status.INTERRUPTED)
                 st.store.unlock()
             raise
