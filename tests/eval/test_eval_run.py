@@ -42,9 +42,23 @@ def _words(text: str) -> set[str]:
 
 
 def lexical_responder(messages: Sequence[Message]) -> str:
-    """A deterministic stand-in model: word overlap decides evidence and verdicts."""
+    """A deterministic stand-in model: word overlap decides evidence and verdicts. A shared
+    prompt (docs/method.md#shared-prompts) gets, per claim c1..cN, its one-claim answer."""
     system, user = messages[0].content, messages[-1].content
     blocks = _blocks(user)
+    if "claim c1" in blocks or "statement c1" in blocks:
+        kind = "statement" if "statement c1" in blocks else "claim"
+        entries = []
+        k = 1
+        while f"{kind} c{k}" in blocks:
+            one = {**blocks, kind: blocks[f"{kind} c{k}"]}
+            entries.append({"claim": f"c{k}", **json.loads(_lexical(system, one))})
+            k += 1
+        return json.dumps({"claims": entries})
+    return _lexical(system, blocks)
+
+
+def _lexical(system: str, blocks: dict[str, str]) -> str:
     if system.startswith("You split"):
         return json.dumps({"parts": [blocks["statement"]]})
     claim = _words(blocks["claim"])
