@@ -440,7 +440,7 @@ def print_faults(rows: list[dict[str, Any]], rate: float) -> None:
         print(
             f"{r['fault']:<16}{r['tool']:<17}{r['exit']:>5}{r['faults_served']:>7}{r['calls']:>7}  "
             f"{r['unit']:<8}{r['ok']:>5}{r['errored']:>8}{r['silent_changes']:>17}"
-            + (f"  crashed: {r['crashed'][:60]}" if r.get("crashed") else "")
+            + (f"  crashed: {' '.join(r['crashed'].split())[:70]}" if r.get("crashed") else "")
         )
 
 

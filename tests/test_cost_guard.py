@@ -29,10 +29,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from peers_corpus import make_corpus, write_batch
 from peers_responders import RESPONDERS, Counted, tally
 
-# (layout, answers) -> (max calls per answer, max tokens per claim)
+# (layout, answers) -> (max calls per answer, max tokens per claim). Set on 2026-11-27 from
+# 4 runs at ca5505e plus the working tree of that hour: check 8.67 calls, 1,482 tokens every
+# run; 2-stage 18-20 calls, 2,694-2,874 tokens. The shared-prompt scheduler groups the claims
+# that are waiting at the same event-loop tick, so a count can move by a call or two from run to
+# run: the headroom (~15%) covers that, not growth.
 BOUNDS: dict[tuple[str, int], tuple[float, float]] = {
-    ("check", 3): (33.0, 1_750.0),
-    ("two_stage", 1): (40.0, 2_400.0),
+    ("check", 3): (10.0, 1_700.0),
+    ("two_stage", 1): (23.0, 3_300.0),
 }
 
 
