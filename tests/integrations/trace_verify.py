@@ -25,24 +25,35 @@ def keyword_responder(keys: Sequence[str]) -> Callable[[dict[str, Any]], str]:
     """A verifier that keeps, as evidence, the sentences holding the claim's key word (the
     first of `keys` the claim contains) and calls every claim Fully Supported."""
 
-    def respond(request: dict[str, Any]) -> str:
-        system, user = request["messages"][0]["content"], request["messages"][-1]["content"]
+    def one(system: str, user: str, claim: str) -> dict[str, Any]:
         if system.startswith("You split factual"):
-            return json.dumps({"parts": [_fenced(user, "statement")]})
-        claim = _fenced(user, "claim").lower()
-        key = next(k for k in keys if k in claim)
+            return {"parts": [claim]}
+        key = next(k for k in keys if k in claim.lower())
         if system.startswith("You find evidence"):
             ids = [
                 int(i) for i, s in re.findall(r"^\[(\d+)\] (.*)$", user, re.M) if key in s.lower()
             ]
-            return json.dumps(
-                {"selected_ids": ids, "context_ids": [], "summary": f"About {key}.", "missing": ""}
-            )
+            return {
+                "selected_ids": ids,
+                "context_ids": [],
+                "summary": f"About {key}.",
+                "missing": "",
+            }
         if system.startswith("You judge"):
-            return json.dumps(
-                {"reasoning": f"The {key} facts are stated.", "verdict": "Fully Supported"}
-            )
+            return {"reasoning": f"The {key} facts are stated.", "verdict": "Fully Supported"}
         raise AssertionError(system[:60])
+
+    def respond(request: dict[str, Any]) -> str:
+        system, user = request["messages"][0]["content"], request["messages"][-1]["content"]
+        label = "statement" if system.startswith("You split factual") else "claim"
+        if f"<<< {label} c1\n" in user:  # a shared prompt (docs/method.md#shared-prompts)
+            entries, k = [], 1
+            while f"<<< {label} c{k}\n" in user:
+                got = one(system, user, _fenced(user, f"{label} c{k}"))
+                entries.append({"claim": f"c{k}", **got})
+                k += 1
+            return json.dumps({"claims": entries})
+        return json.dumps(one(system, user, _fenced(user, label)))
 
     return respond
 
