@@ -149,14 +149,21 @@ def responder(request: dict[str, Any]) -> str:
 
 
 def _evidence(user: str, claim: str) -> dict[str, Any]:
-    """Evidence selection: the numbered sentences sharing >= half of the claim's content words."""
+    """Evidence selection: the numbered sentences sharing >= half of the claim's content words.
+    The summary repeats them, so a verdict over an intermediate node's evidence (which reads the
+    summary, not the node) sees their words, as a real model's summary would carry them."""
     words = content_words(claim)
-    ids = [
-        int(i)
+    picked = [
+        (int(i), s)
         for i, s in re.findall(r"^\[(\d+)\] (.*)$", user, re.M)
         if words and len(words & content_words(s)) * 2 >= len(words)
     ]
-    return {"selected_ids": ids, "context_ids": [], "summary": "Overlapping text.", "missing": ""}
+    return {
+        "selected_ids": [i for i, _ in picked],
+        "context_ids": [],
+        "summary": " ".join(s for _, s in picked),
+        "missing": "",
+    }
 
 
 def _verdict(evidence_text: str, claim: str) -> dict[str, Any]:
