@@ -52,7 +52,7 @@ def test_check_runs_keyless_with_the_demo_model(tmp_path: Path) -> None:
         text=True,
         check=False,
     )
-    assert proc.returncode == 1, proc.stderr  # the planted error is Not Fully Supported
+    assert proc.returncode == 0, proc.stderr  # no gate: an unsupported claim is not an error
     report = json.loads(out.read_text(encoding="utf-8"))
     verdicts = {c["id"]: c["verdict"] for c in report["claims"]}
     assert "Not Fully Supported" in verdicts.values()
