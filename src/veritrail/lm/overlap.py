@@ -18,6 +18,8 @@ import json
 import re
 from typing import Any
 
+from ..records import Verdict
+
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset(
     [
@@ -169,7 +171,7 @@ def _evidence(user: str, claim: str) -> dict[str, Any]:
 def _verdict(evidence_text: str, claim: str) -> dict[str, Any]:
     """Fully Supported iff every content word of the claim occurs in the evidence."""
     absent = sorted(content_words(claim) - content_words(evidence_text))
-    verdict = "Not Fully Supported" if absent else "Fully Supported"
+    verdict = (Verdict.NOT_FULLY_SUPPORTED if absent else Verdict.FULLY_SUPPORTED).value
     reason = f"The evidence does not mention: {', '.join(absent)}." if absent else "All stated."
     return {"reasoning": reason, "verdict": verdict}
 
