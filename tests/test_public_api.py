@@ -30,7 +30,11 @@ def test_the_table_is_there() -> None:
 
 @pytest.mark.parametrize("module", sorted(_table()))
 def test_each_supported_module_lists_its_names(module: str) -> None:
-    mod = importlib.import_module(module)
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        # An extra `.[dev]` lacks (scripts/test-fast.sh); the full suite fails this skip.
+        pytest.skip(f"could not import {module!r}: {exc}")
     names = getattr(mod, "__all__", None)
     assert names, f"{module} has no __all__"
     for name in names:
