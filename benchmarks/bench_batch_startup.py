@@ -7,7 +7,8 @@ Each size writes `--jobs` DAGs in the layout `veritrail check` writes (three sou
 -> a five-sentence answer) and a manifest whose jobs extract their claims (`"claims": null`),
 then runs `veritrail batch` as a process against a loopback `FakeOpenAIServer` answering with
 the word-overlap responder (`--latency` seconds a call). Printed per size: the seconds from the
-process's start to the server's first request, the whole wall time (unless
+process's start to the server's first request, the CPU seconds the process had used by then
+(from /proc: the figure that does not depend on the machine's load), the whole wall time (unless
 `--first-call-only`, which stops the batch at its first call), the requests served and the exit
 status. Start-up is CPU-bound: read the machine's load beside it (printed).
 """
@@ -62,16 +63,29 @@ def write_jobs(root: Path, n: int) -> Path:
     return manifest
 
 
+def proc_cpu(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far (Linux /proc; NaN elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def one_size(n: int, a: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
         manifest = write_jobs(root, n)
         first: list[float] = []
+        cpu: list[float] = []
+        child: list[int] = []
         arrived = threading.Event()
 
         def reply(req: dict[str, Any]) -> str:
             if not first:
                 first.append(time.monotonic())
+                if child:
+                    cpu.append(proc_cpu(child[0]))
                 arrived.set()
             return responder(req)
 
@@ -84,6 +98,7 @@ def one_size(n: int, a: argparse.Namespace) -> dict[str, Any]:
             proc = subprocess.Popen(
                 cmd, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
             )
+            child.append(proc.pid)
             if a.first_call_only:
                 while not arrived.wait(0.1) and proc.poll() is None:
                     pass
@@ -93,6 +108,7 @@ def one_size(n: int, a: argparse.Namespace) -> dict[str, Any]:
             out = {
                 "jobs": n,
                 "first_call_s": round(first[0] - t0, 2) if first else None,
+                "first_call_cpu_s": round(cpu[0], 2) if cpu else None,
                 "wall_s": None if a.first_call_only else round(wall, 1),
                 "requests": srv.count,
                 "exit": proc.returncode,
