@@ -38,6 +38,11 @@ INTERNAL = {
     "veritrail.detectors.g2l.tree.TreeError",
     # the scripted provider ran out of replies: a bug in a test, meant to fail loudly
     "veritrail.lm.fake.ScriptExhaustedError",
+    # a FIFO, socket or device where a run directory's file belongs: an OSError, which the
+    # readers of run directories treat as they treat an unreadable file
+    "veritrail.textio.NotRegularFile",
+    # a warning (assert_supported: the embedded or a demonstration model judged), not an error
+    "veritrail.testing.assertions.NotAJudgeWarning",
     # a shard task's engine stopped; the Ray executor records it on the job
     "veritrail.batch.ray_worker._TaskFailed",
     # `veritrail watch`: a verifier's "skip this trace" (recorded in the checkpoint with its

@@ -129,6 +129,15 @@ class ReviewDoc(_Open):
     author: str
     time: str = Field(description="ISO 8601, UTC")
     count: Annotated[int, Field(ge=1, description="how many reviews the claim has had")]
+    error_stage: Annotated[int, Field(ge=1)] | None = Field(
+        default=None,
+        description="the stage where the reviewer says the unsupported content entered "
+        "(`veritrail review --stage`), when set",
+    )
+    nodes: list[str] = Field(
+        default_factory=list,
+        description="the node(s) of that stage the reviewer blames (`--node`)",
+    )
 
 
 class ClaimDoc(_Open):

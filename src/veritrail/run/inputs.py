@@ -255,14 +255,6 @@ def check_run_dir(
     outputs (`outs`, (label, path)) that are one of them; `--out` may be the run's own
     `report.json` (the same report is written there)."""
     own = run_dir_files(run_dir, dag_in_memory=dag_in_memory, new_run=new_run)
-    if new_run and run_dir.is_dir() and not (run_dir / RUN_FILE).exists():
-        # Not a run directory (yet): a file of the user's that the run would write over.
-        theirs = [n for n in RUN_OWNED_FILES if n != LOCK_FILE and (run_dir / n).exists()]
-        if theirs:
-            raise JobInputError(
-                f"{label} {run_dir} is not a run directory (no {RUN_FILE}) and holds "
-                f"{', '.join(theirs)}, which the run would overwrite; give a new or empty directory"
-            )
     for f in own:
         for what, given in inputs:
             if same_file(f, Path(given)):
@@ -271,6 +263,16 @@ def check_run_dir(
                     f"{what}; an input is never overwritten: give another run directory or "
                     "rename the file"
                 )
+    if new_run and run_dir.is_dir() and not (run_dir / RUN_FILE).exists():
+        # Not a run directory (yet): a file of the user's that the run would write over (an
+        # input among them was refused above, with its own message).
+        written = [f.name for f in own if f.name != LOCK_FILE]
+        theirs = [n for n in written if (run_dir / n).exists()]
+        if theirs:
+            raise JobInputError(
+                f"{label} {run_dir} is not a run directory (no {RUN_FILE}) and holds "
+                f"{', '.join(theirs)}, which the run would overwrite; give a new or empty directory"
+            )
     for flag, path in outs:
         for f in own:
             if flag == "--out" and f.name == REPORT_FILE:
