@@ -28,9 +28,12 @@ A prompt directory that overrides a step's one-claim template but not its shared
 
 The setting reaches the steps through a context variable (`sharing_scope`, set by the loop for each
 claim from `VerifyConfig.claims_per_prompt`): without a scope a step asks per claim, as the paper
-does. A shared call is sent in the context of the group's first request, so its cost is counted
-on that claim (`lm.model.claim_scope`): the run's totals stay exact and the other claims of the
-group show no cost for that step.
+does. A shared call is sent in the context of the request with the least claim id of its group, so
+its cost is counted on that claim (`lm.model.claim_scope`): the run's totals stay exact, the other
+claims of the group show no cost for that step, and the charge does not depend on which claim
+asked first. (Which claims end up in one group can depend on timing: claims that reach a step in
+different turns of the event loop, e.g. after replies that came back at different times, form
+different groups; verdicts and evidence do not depend on it, the number of calls may.)
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from ..fencing import fence
+from ..lm.model import current_claim
 from .prompting import overridden
 
 Req = TypeVar("Req")
@@ -183,6 +187,9 @@ ALONE_NOTE = "shared reply had no readable entry for this claim; asked alone"
 @dataclass
 class _Group(Generic[Req, Res]):
     context: contextvars.Context
+    claim: str
+    """The claim charged for the group's call: the least claim id among its requests, so the
+    charge does not depend on which claim happened to ask first."""
     requests: list[Req] = field(default_factory=list)
     waiters: list[asyncio.Future[Res]] = field(default_factory=list)
     tokens: int = 0
@@ -214,9 +221,12 @@ class Coalescer(Generic[Req, Res]):
         if group is not None and group.requests and group.tokens + tokens > limits.max_tokens:
             self._flush(key)  # this claim would push it over the bound: send it without
             group = None
+        claim = current_claim() or ""
         if group is None:
-            group = _Group(contextvars.copy_context())
+            group = _Group(contextvars.copy_context(), claim)
             self._groups[key] = group
+        elif claim < group.claim:
+            group.context, group.claim = contextvars.copy_context(), claim
         fut: asyncio.Future[Res] = loop.create_future()
         group.requests.append(request)
         group.waiters.append(fut)
@@ -243,7 +253,7 @@ class Coalescer(Generic[Req, Res]):
     def _flush(self, key: Hashable) -> None:
         group = self._groups.pop(key)
         loop = asyncio.get_running_loop()
-        # In the first request's context: its claim is charged for the call (module docstring).
+        # In the context of the group's least claim id: that claim is charged for the call.
         task = loop.create_task(self._answer(group), context=group.context)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
