@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 from urllib.parse import urlsplit
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
@@ -22,7 +22,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
 from .. import environment
-from ..errors import InputProblem
+from ..errors import InputProblem, RunFailure
 from ..redaction import redact, redact_url, register_secret
 from .layout import INDEX_FILE
 
@@ -53,12 +53,10 @@ class RunsIndexError(InputProblem, RuntimeError):
     missing driver, no runs directory (exit 2). The message never holds a password."""
 
 
-class RunsIndexUnavailable(RunsIndexError):
+class RunsIndexUnavailable(RunFailure, RuntimeError):
     """The index database failed in use: a server that does not answer, a lock held longer
     than `BUSY_TIMEOUT`, a file that is not a database. Infrastructure, not the user's input:
     exit 3, as an unreachable Phoenix. The message never holds a password."""
-
-    exit_code: ClassVar[int] = 3
 
 
 def is_corrupt(exc: BaseException) -> bool:
