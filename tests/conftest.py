@@ -11,11 +11,20 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from veritrail.cli.main import cli
 
 TESTS_DIR = Path(__file__).resolve().parent
 """Absolute: tests find their fixtures from here, never from the current directory."""
+
+# Hypothesis keeps its example database and caches under `.hypothesis/` of the directory pytest
+# started in (the checkout): they go to the test cache instead, kept between runs so that a
+# failing example is tried first next time.
+set_hypothesis_home_dir(
+    Path(os.environ.get("VERITRAIL_TEST_CACHE") or Path.home() / ".cache" / "veritrail-tests")
+    / "hypothesis"
+)
 
 
 _OWN_VARIABLES = ("VERITRAIL_FULL_SUITE", "VERITRAIL_TEST_", "VERITRAIL_ARTIFACTS")
