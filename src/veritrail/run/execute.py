@@ -170,6 +170,19 @@ async def extract_claims(
     config = ExtractionConfig(mode=ExtractionMode(mode))
     source = LMClaimSource(model, question=question, config=config)
     claims = await source.claims_for(dag.node(dag.terminal).text)
+    if source.last is not None:
+        from ..method.extraction import SentenceOutcome
+
+        failed = [t for t in source.last.trace if t.outcome is SentenceOutcome.ERROR]
+        if failed:
+            # A sentence whose replies could not be read yields no claim: verifying the others
+            # and exiting 0 would pass an answer whose unread part was never checked.
+            raise ClaimExtractionError(
+                f"claims could not be extracted from {len(failed)} of "
+                f"{len(source.last.trace)} sentences of the final output "
+                f"({redact(str(failed[0].error or 'unreadable reply'))[:200]}). Run the same "
+                "command again (readable replies are cached), or give the claims with --claims."
+            )
     kept: dict[str, Any] = {"extraction_cost": _cost_dict(model.usage.for_claim(None).values())}
     if source.last is not None:
         kept["extraction_issues"] = {
