@@ -87,7 +87,10 @@ def test_ray_equals_local_with_the_oracle(ray_session: str, here: Path) -> None:
 def test_ray_equals_local_with_the_fake_server(ray_session: str, here: Path) -> None:
     manifest = write_jobs(here, 2, 5)
     with FakeOpenAIServer(responder=responder) as srv:
+        # One claim per prompt: which claims share a prompt depends on a shard's boundaries and
+        # on timing (docs/method.md#shared-prompts), and this test compares costs call for call.
         common = ["--model", "openai/fake", "--base-url", srv.base_url, "--concurrency", "4"]
+        common += ["--claims-per-prompt", "1"]
         code, out = batch(str(manifest), *common, "--runs-dir", "runs-local")
         assert code == 0, out
         local = reports(here / "reports")
@@ -232,7 +235,10 @@ def test_many_small_jobs_share_each_workers_budget_and_never_exceed_it(
     # once over one model layer; the calls in flight never exceed --concurrency.
     manifest = write_jobs(here, 6, 3)
     with FakeOpenAIServer(responder=responder) as srv:
+        # One claim per prompt: which claims share a prompt depends on a shard's boundaries and
+        # on timing (docs/method.md#shared-prompts), and this test compares costs call for call.
         common = ["--model", "openai/fake", "--base-url", srv.base_url, "--concurrency", "4"]
+        common += ["--claims-per-prompt", "1"]
         code, out = batch(str(manifest), *common, "--runs-dir", "runs-local")
         assert code == 0, out
         local = reports(here / "reports")
