@@ -46,6 +46,8 @@ from ..records import Claim, SelectionIssue, Step
 from .claims import claims_to_json
 from .extraction_batch import extract_batched
 from .extraction_common import (
+    DEFAULT_BATCH_SENTENCES,
+    DEFAULT_BATCH_TOKENS,
     DEFAULT_CONTEXT_AFTER,
     DEFAULT_CONTEXT_BEFORE,
     DEFAULT_SIMILARITY,
