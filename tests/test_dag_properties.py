@@ -61,7 +61,9 @@ def test_computed_stages(recs: Records) -> None:
     assert sum(len(g.children(n.id)) for n in g) == g.edges
 
 
-@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=60)
+@settings(
+    suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=60, deadline=None
+)
 @given(
     recs=valid_dags(),
     suffix=st.sampled_from([".json", ".jsonl"]),
@@ -132,7 +134,7 @@ KINDS = [
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=str)
-@settings(max_examples=40)  # x 8 kinds
+@settings(max_examples=40, deadline=None)  # x 8 kinds
 @given(recs=valid_dags(min_nodes=2), seed=st.integers(0, 2**16))
 def test_corruption_is_rejected_with_its_code(kind: ProblemCode, recs: Records, seed: int) -> None:
     bad, culprit = _corrupt(recs, kind, random.Random(seed))
