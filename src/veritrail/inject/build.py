@@ -34,6 +34,7 @@ from typing import Any
 from ..dag import Dag, Node, save_dag
 from ..errors import InputProblem
 from ..method.segment import sentence_spans, split_sentences
+from ..records import Verdict
 from .perturb import Kind, Vocabulary, perturb
 
 MANIFEST = "injected.json"
@@ -319,7 +320,7 @@ def write_injection(inj: Injection, out: str | Path, *, source_name: str = "dag.
             "claims": [
                 {
                     "id": INJECTED_CLAIM_ID,
-                    "label": "Not Fully Supported",
+                    "label": Verdict.NOT_FULLY_SUPPORTED.value,
                     "kind": v.kind.value,
                     "stage": v.stage,
                     "node": v.node,

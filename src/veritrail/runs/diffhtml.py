@@ -20,11 +20,17 @@ from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any
 
+from ..records import Verdict
+
 _BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
-_VCLASS = {"Fully Supported": "fs", "Not Fully Supported": "nfs", "Inconclusive": "inc"}
+_VCLASS = {
+    Verdict.FULLY_SUPPORTED.value: "fs",
+    Verdict.NOT_FULLY_SUPPORTED.value: "nfs",
+    Verdict.INCONCLUSIVE.value: "inc",
+}
 
 
 def show_text(value: object) -> str:

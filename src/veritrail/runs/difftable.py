@@ -12,12 +12,13 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from ..records import Verdict
 from .diff import ClaimView, Diff, Pair, gate_failed
 
 _STYLES = {
-    "Fully Supported": "green",
-    "Not Fully Supported": "red",
-    "Inconclusive": "yellow",
+    Verdict.FULLY_SUPPORTED.value: "green",
+    Verdict.NOT_FULLY_SUPPORTED.value: "red",
+    Verdict.INCONCLUSIVE.value: "yellow",
 }
 
 

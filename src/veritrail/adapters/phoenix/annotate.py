@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...records import Verdict
 from .client import PhoenixClient
 from .marks import (
     ERROR_LABEL,
@@ -34,9 +35,9 @@ CONFIGS: tuple[Mapping[str, Any], ...] = (
         "model's reasoning (explanation). The claim is in the metadata.",
         "optimization_direction": "MAXIMIZE",
         "values": [
-            {"label": "Fully Supported", "score": 1.0},
-            {"label": "Inconclusive", "score": 0.5},
-            {"label": "Not Fully Supported", "score": 0.0},
+            {"label": Verdict.FULLY_SUPPORTED.value, "score": 1.0},
+            {"label": Verdict.INCONCLUSIVE.value, "score": 0.5},
+            {"label": Verdict.NOT_FULLY_SUPPORTED.value, "score": 0.0},
             {"label": ERROR_LABEL, "score": None},
         ],
     },

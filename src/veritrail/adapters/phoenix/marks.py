@@ -27,6 +27,7 @@ from typing import Any
 from ...dag import Dag, DagValidationError, load_dag
 from ...display import shorten
 from ...errors import InputProblem
+from ...records import Verdict
 from ...redaction import redact, redact_obj
 from ...report import READABLE_VERSIONS
 from ...textio import InputError, read_input_text
@@ -40,9 +41,9 @@ ERROR_LABEL = "Could not verify"
 """Label of a claim that ended in error (no verdict)."""
 
 VERDICT_SCORES: Mapping[str, float] = {
-    "Fully Supported": 1.0,
-    "Inconclusive": 0.5,
-    "Not Fully Supported": 0.0,
+    Verdict.FULLY_SUPPORTED.value: 1.0,
+    Verdict.INCONCLUSIVE.value: 0.5,
+    Verdict.NOT_FULLY_SUPPORTED.value: 0.0,
 }
 """The score of a verdict when the claim has no soft-prediction score."""
 
@@ -142,13 +143,13 @@ def blamed_nodes(claim: Mapping[str, Any], dag: Dag) -> list[str]:
     """The nodes where a Not Fully Supported claim's unsupported content most likely entered:
     the non-root nodes with evidence in the last Fully Supported round, or the final output when
     every round was Not Fully Supported (docs/method.md, "Provenance and error stages")."""
-    if claim.get("verdict") != "Not Fully Supported":
+    if claim.get("verdict") != Verdict.NOT_FULLY_SUPPORTED.value:
         return []
     if claim.get("error_stage_status") != "identified":
         return []
     rounds = claim.get("iterations") or []
     for it in reversed(rounds):
-        if it.get("verdict") == "Fully Supported":
+        if it.get("verdict") == Verdict.FULLY_SUPPORTED.value:
             ids = [
                 n for n in it.get("nodes_with_evidence") or [] if n in dag and not dag.is_root(n)
             ]

@@ -166,9 +166,9 @@ def create_app(index: RunIndex, guard: Guard) -> Starlette:
         tiles = [
             (label, cls, counts[label])
             for label, cls in (
-                ("Fully Supported", "fs"),
-                ("Not Fully Supported", "nfs"),
-                ("Inconclusive", "inc"),
+                (Verdict.FULLY_SUPPORTED.value, "fs"),
+                (Verdict.NOT_FULLY_SUPPORTED.value, "nfs"),
+                (Verdict.INCONCLUSIVE.value, "inc"),
                 ("Error", "err"),
             )
         ]

@@ -18,13 +18,14 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
+from ...records import Verdict
 from ..diffhtml import show_text, stage_chart, text
 from ..index import ClaimRow, RunRow
 
 PALETTE = ("#1a5fb4", "#c62828", "#2e7d32", "#a15c00", "#6a1b9a", "#00838f", "#5f6368", "#ad1457")
 """Line colours of the trend chart, one per DAG (the first eight DAGs; others are grey)."""
 
-UNSUPPORTED = "Not Fully Supported"
+UNSUPPORTED = Verdict.NOT_FULLY_SUPPORTED.value
 
 
 @cache
@@ -51,9 +52,11 @@ def render(name: str, **context: Any) -> str:
 
 def vclass(verdict: str | None) -> str:
     """The trail report's class of a verdict (`fs`, `nfs`, `inc`, `err`)."""
-    return {"Fully Supported": "fs", UNSUPPORTED: "nfs", "Inconclusive": "inc"}.get(
-        verdict or "", "err"
-    )
+    return {
+        Verdict.FULLY_SUPPORTED.value: "fs",
+        UNSUPPORTED: "nfs",
+        Verdict.INCONCLUSIVE.value: "inc",
+    }.get(verdict or "", "err")
 
 
 def stage_counts(claims: Iterable[ClaimRow]) -> dict[str, int]:
