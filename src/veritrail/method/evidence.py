@@ -23,12 +23,12 @@ from .config import VerifyConfig
 from .prompting import load_prompt
 from .segment import SentenceIndex
 from .sharing import (
-    ALONE_NOTE,
     CONCISE_MAX_CLAIMS,
     Coalescer,
     claim_entry_schema,
     current_sharing,
     entries_by_claim,
+    finish_group,
     honours_overrides,
     render_claims,
 )
@@ -357,19 +357,14 @@ class LMEvidenceSelector(LMStep):
             validate=functools.partial(entries_by_claim, n=n),
             config=self.sample_config(0),
         )
-        out: list[RawSelection | None] = [None] * n
-        for k, entry in (res.value or {}).items():
-            try:
-                ids, summary = _selection(entry)
-            except ValueError:
-                continue
-            out[k] = RawSelection(tuple(ids), summary, raw=res.raw, unreadable=res.unreadable)
-        alone = [k for k in range(n) if out[k] is None]
-        if alone:
-            again = await asyncio.gather(*(self._select_alone(asks[k]) for k in alone))
-            for k, got in zip(alone, again, strict=True):
-                out[k] = replace(got, unreadable=(*res.unreadable, ALONE_NOTE, *got.unreadable))
-        return [o for o in out if o is not None]
+
+        def read(entry: Any) -> RawSelection:
+            ids, summary = _selection(entry)
+            return RawSelection(tuple(ids), summary, raw=res.raw, unreadable=res.unreadable)
+
+        return await finish_group(
+            res.value, n, read, lambda k: self._select_alone(asks[k]), res.unreadable
+        )
 
 
 class SelectionFailed(RuntimeError):

@@ -41,9 +41,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-from collections.abc import Awaitable, Callable, Hashable, Iterator, Sequence
+import dataclasses
+from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from ..fencing import fence
 from ..lm.model import current_claim
@@ -182,6 +183,44 @@ def claim_entry_schema(
 
 ALONE_NOTE = "shared reply had no readable entry for this claim; asked alone"
 """The note (an `unparseable_reply` issue on the claim) when a shared reply left a claim out."""
+
+
+class _Outcome(Protocol):
+    """A step's answer for one claim (`RawSelection`, `VerdictOutcome`): a dataclass that lists
+    the unreadable replies met on the way."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def unreadable(self) -> tuple[str, ...]: ...
+
+
+Out = TypeVar("Out", bound=_Outcome)
+
+
+async def finish_group(
+    entries: Mapping[int, Any] | None,
+    n: int,
+    read: Callable[[Any], Out],
+    alone: Callable[[int], Awaitable[Out]],
+    unreadable: tuple[str, ...],
+) -> list[Out]:
+    """The answers for the `n` claims of a shared prompt, in order: each claim's entry of the
+    reply read by `read` (a `ValueError` means unreadable), and a claim left out or unreadable
+    asked alone (`alone(k)`), its answer carrying the shared reply's unreadable replies and
+    `ALONE_NOTE`: a missing answer is never read as an empty one."""
+    out: list[Out | None] = [None] * n
+    for k, entry in (entries or {}).items():
+        try:
+            out[k] = read(entry)
+        except ValueError:
+            continue
+    missing = [k for k in range(n) if out[k] is None]
+    if missing:
+        again = await asyncio.gather(*(alone(k) for k in missing))
+        for k, got in zip(missing, again, strict=True):
+            out[k] = dataclasses.replace(got, unreadable=(*unreadable, ALONE_NOTE, *got.unreadable))
+    return [o for o in out if o is not None]
 
 
 @dataclass

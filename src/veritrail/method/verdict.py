@@ -25,12 +25,12 @@ from .keyterms import SourceVocabulary, check_outcome
 from .prompting import load_prompt
 from .segment import SentenceIndex, split_sentences
 from .sharing import (
-    ALONE_NOTE,
     CONCISE_MAX_CLAIMS,
     Coalescer,
     claim_entry_schema,
     current_sharing,
     entries_by_claim,
+    finish_group,
     honours_overrides,
     render_claims,
 )
@@ -186,19 +186,14 @@ class LMVerdictGenerator(LMStep):
             validate=functools.partial(entries_by_claim, n=n),
             config=self.sample_config(0),
         )
-        out: list[VerdictOutcome | None] = [None] * n
-        for k, entry in (res.value or {}).items():
-            try:
-                verdict, reasoning = _verdict(entry)
-            except ValueError:
-                continue
-            out[k] = VerdictOutcome(verdict, reasoning, raw=res.raw, unreadable=res.unreadable)
-        alone = [k for k in range(n) if out[k] is None]
-        if alone:
-            again = await asyncio.gather(*(self._judge_alone(asks[k]) for k in alone))
-            for k, got in zip(alone, again, strict=True):
-                out[k] = replace(got, unreadable=(*res.unreadable, ALONE_NOTE, *got.unreadable))
-        return [o for o in out if o is not None]
+
+        def read(entry: Any) -> VerdictOutcome:
+            verdict, reasoning = _verdict(entry)
+            return VerdictOutcome(verdict, reasoning, raw=res.raw, unreadable=res.unreadable)
+
+        return await finish_group(
+            res.value, n, read, lambda k: self._judge_alone(asks[k]), res.unreadable
+        )
 
 
 def build_inputs(
