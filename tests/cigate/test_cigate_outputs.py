@@ -377,6 +377,9 @@ def test_check_takes_the_ci_options_and_refuses_an_input_as_output(tmp_path: Pat
         str(tmp_path / "r.json"),
         "--sarif",
         str(source),
+        # Keyless and installed everywhere: the refusal must not depend on the default model.
+        "--model",
+        "demo/overlap",
     )
     assert res.exit_code == 2 and "an input is never overwritten" in res.output
     assert source.read_text() == "Scrooge was a tight-fisted hand at the grindstone.\n"
