@@ -26,7 +26,7 @@ from veritrail.report import (
     claim_from_dict,
     claim_to_dict,
     comparable,
-    load_report,
+    read_report,
 )
 
 
@@ -68,17 +68,17 @@ def test_worked_example_report_matches_schema_and_round_trips(run_cli: Any, tmp_
     }
     p = tmp_path / "copy.json"
     p.write_text(json.dumps(rep))
-    assert comparable(load_report(p)) == comparable(rep)
+    assert comparable(read_report(p)) == comparable(rep)
 
 
 def test_load_report_rejects_other_formats(tmp_path: Path) -> None:
     p = tmp_path / "r.json"
     p.write_text(json.dumps({"format": "something-else", "version": 1}))
     with pytest.raises(ReportFormatError, match="not a VeriTrail report"):
-        load_report(p)
+        read_report(p)
     p.write_text(json.dumps({"format": "veritrail-report", "version": 99}))
     with pytest.raises(ReportFormatError, match="version 99"):
-        load_report(p)
+        read_report(p)
 
 
 def _schema_of_claim() -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from veritrail.report import indented_json, load_report, write_report
+from veritrail.report import indented_json, read_report, write_report
 
 
 def stdlib(doc: Any) -> str:
@@ -64,4 +64,4 @@ def test_a_written_report_loads_back(tmp_path: Any) -> None:
     write_report(doc, tmp_path / "r.json")
     text = (tmp_path / "r.json").read_text(encoding="utf-8")
     assert text == stdlib(doc)
-    assert load_report(tmp_path / "r.json")["note"] == "é ✓ \u2028"
+    assert read_report(tmp_path / "r.json")["note"] == "é ✓ \u2028"

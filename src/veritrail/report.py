@@ -42,7 +42,7 @@ older report reads as a newer one without those fields (docs/report.md, "Version
 `report_model_kind` derives the kind from the model's name for it."""
 
 READABLE_VERSIONS = (1, 2, 3)
-"""The versions `load_report` accepts."""
+"""The versions `read_report` accepts."""
 
 
 MODEL_LABELS = {
@@ -315,7 +315,7 @@ def write_report(report: Mapping[str, Any], path: str | Path) -> None:
     atomic_write_text(path, indented_json(redact_obj(report)))
 
 
-def load_report(path: str | Path) -> dict[str, Any]:
+def read_report(path: str | Path) -> dict[str, Any]:
     """Read a report, checking its format and version."""
     from .textio import InputError, read_input_json
 

@@ -225,9 +225,9 @@ def load_report(path: str | Path, *, max_unsupported: float | None = None) -> Re
     of the run that wrote the report, recorded as `run.max_unsupported`; a report that records
     none (no gate was set, or written by a version before it was recorded) gets no gate. Pass
     `1.0` to apply no gate to a report that recorded one."""
-    from .report import load_report as load_report_dict
+    from .report import read_report
 
-    doc = load_report_dict(path)
+    doc = read_report(path)
     if max_unsupported is None:
         recorded = doc.get("run", {}).get("max_unsupported")
         if isinstance(recorded, int | float) and not isinstance(recorded, bool):

@@ -16,7 +16,7 @@ from click.testing import CliRunner, Result
 
 from veritrail.cli.main import cli
 from veritrail.lm import local_weights
-from veritrail.report import MODEL_LABELS, load_report, model_kind, report_model_kind
+from veritrail.report import MODEL_LABELS, model_kind, read_report, report_model_kind
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECK = ROOT / "examples" / "check"
@@ -51,7 +51,7 @@ def test_a_demonstration_run_is_labelled_in_the_terminal_and_the_report(tmp_path
     assert res.exit_code in (0, 1), res.output
     assert "note: verdicts by demo/overlap: demonstration, not a judge." in res.output
     assert "verdicts by demo/overlap (demonstration, not a judge)" in res.output
-    report = load_report(tmp_path / "report.json")
+    report = read_report(tmp_path / "report.json")
     assert report["version"] == 3
     assert report["model_kind"] == "demonstration"
     assert report["model_label"] == "demonstration, not a judge"

@@ -24,7 +24,7 @@ from clikit import oracle_args
 from runkit import CLAIMS, build_dag, extracting_responder, responder
 from veritrail.cli.main import cli
 from veritrail.dag import save_dag
-from veritrail.report import load_report
+from veritrail.report import read_report
 from veritrail.run.dryrun import aligned_table
 from veritrail.run.progress import error_cause, stage_rows, summary_tables
 from veritrail.run.store import RESULTS_FILE, RUN_FILE
@@ -97,7 +97,7 @@ def test_endpoint_down_exits_3_then_fixed_endpoint_retries_only_errored_claims(
     line = next(x for x in got.output.splitlines() if x.startswith(f"  {len(CLAIMS)} claims: "))
     assert "127.0.0.1" in line
     assert json.loads((t / "run" / RUN_FILE).read_text())["status"] == "incomplete"
-    assert load_report(t / "report.json")["summary"]["verdicts"]["error"] == len(CLAIMS)
+    assert read_report(t / "report.json")["summary"]["verdicts"]["error"] == len(CLAIMS)
 
     with FakeOpenAIServer(responder=responder) as srv:
         fixed = invoke(*model_args(inputs, srv.base_url))
@@ -108,7 +108,7 @@ def test_endpoint_down_exits_3_then_fixed_endpoint_retries_only_errored_claims(
         again = invoke(*model_args(inputs, srv.base_url))
         assert again.exit_code == 0 and srv.count == n
         assert f"verifying 0 claims ({len(CLAIMS)} already finished" in again.output
-    report = load_report(t / "report.json")
+    report = read_report(t / "report.json")
     assert report["summary"]["verdicts"]["error"] == 0
     assert len(report["claims"]) == len(CLAIMS)
     # results.jsonl only grows: the old error lines stay, the last line per claim wins.
@@ -140,7 +140,7 @@ def test_fatal_401_stops_the_run_keeps_finished_claims_and_never_writes_the_key(
     with FakeOpenAIServer(responder=responder) as srv:
         fixed = invoke(*model_args(inputs, srv.base_url))
     assert fixed.exit_code == 0, fixed.output
-    assert load_report(t / "report.json")["summary"]["verdicts"]["error"] == 0
+    assert read_report(t / "report.json")["summary"]["verdicts"]["error"] == 0
 
 
 def test_fatal_after_some_claims_keeps_them_and_resume_retries_the_rest(
@@ -171,7 +171,7 @@ def test_fatal_after_some_claims_keeps_them_and_resume_retries_the_rest(
         assert f"verifying {len(CLAIMS) - 1} claims (1 already finished in the run store" in (
             res.output
         )
-    report = load_report(t / "report.json")
+    report = read_report(t / "report.json")
     assert report["summary"]["verdicts"]["error"] == 0 and len(report["claims"]) == len(CLAIMS)
 
 
@@ -180,7 +180,7 @@ def test_gate_max_unsupported(tmp_path: Path) -> None:
     assert ok.exit_code == 0, ok.output
     nfs = [
         c["id"]
-        for c in load_report(tmp_path / "report.json")["claims"]
+        for c in read_report(tmp_path / "report.json")["claims"]
         if c["verdict"] == "Not Fully Supported"
     ]
     assert len(nfs) == 1  # 1 of 4: 25% is not above 0.25
@@ -244,7 +244,7 @@ def test_outputs_are_checked_before_anything_runs(tmp_path: Path) -> None:
     # A missing parent directory is created up front.
     got = invoke(*base, "--out", str(tmp_path / "new" / "dir" / "r.json"), "--quiet")
     assert got.exit_code == 0, got.output
-    assert load_report(tmp_path / "new" / "dir" / "r.json")["summary"]["claims"] == 4
+    assert read_report(tmp_path / "new" / "dir" / "r.json")["summary"]["claims"] == 4
     # Atomic writes leave no temporary file behind.
     leftovers = [p.name for p in (tmp_path / "new" / "dir").iterdir()]
     assert leftovers == ["r.json"]
@@ -276,7 +276,7 @@ def test_identical_runs_started_at_once_never_traceback(tmp_path: Path) -> None:
         if code == 2:
             assert "is being run by another veritrail process" in err, err
     assert any(code == 0 for code, _ in outcomes)
-    assert load_report(tmp_path / "report.json")["summary"]["claims"] == 4
+    assert read_report(tmp_path / "report.json")["summary"]["claims"] == 4
     assert json.loads((tmp_path / "run" / RUN_FILE).read_text())["status"] == "complete"
 
 

@@ -17,7 +17,7 @@ from dagkit import make_dag
 from runsynth import write_run
 from veritrail.cli.main import cli
 from veritrail.records import Verdict
-from veritrail.report import REPORT_VERSION, load_report
+from veritrail.report import REPORT_VERSION, read_report
 from veritrail.runs import open_index
 from veritrail.runs.reviewing import add_review, report_with_reviews, update_run_reports
 from veritrail.runs.reviews import (
@@ -112,7 +112,7 @@ def test_a_directory_that_is_not_a_run_is_refused(tmp_path: Path) -> None:
 
 def test_reports_show_the_models_and_the_reviewed_verdict(run: Path) -> None:
     add_review(run, "c4", "supported", "the <b>source</b> says so", author="ana")
-    report = load_report(run / "report.json")
+    report = read_report(run / "report.json")
     assert report["version"] == REPORT_VERSION == 3
     jsonschema.validate(report, schema())
     c4 = report["claims"][4]
@@ -150,7 +150,7 @@ def test_while_a_run_holds_the_directory_its_reports_are_left_to_it(run: Path) -
     assert (run / "report.json").read_bytes() == before
     assert read_reviews(run) == [got]
     assert not update_run_reports(run).busy
-    assert load_report(run / "report.json")["claims"][1]["review"]["reason"] == "while running"
+    assert read_report(run / "report.json")["claims"][1]["review"]["reason"] == "while running"
 
 
 def test_apply_reviews_drops_stale_reviews_and_reads_version_1(tmp_path: Path, run: Path) -> None:
@@ -159,7 +159,7 @@ def test_apply_reviews_drops_stale_reviews_and_reads_version_1(tmp_path: Path, r
     report["claims"][0]["review"] = {"verdict": "Inconclusive"}  # stale: no such review
     v1 = tmp_path / "v1.json"
     v1.write_text(json.dumps(report), encoding="utf-8")
-    doc = load_report(v1)
+    doc = read_report(v1)
     assert doc["version"] == 1
     out = apply_reviews(doc, {})
     assert out["version"] == REPORT_VERSION and "review" not in out["claims"][0]
@@ -261,7 +261,7 @@ def test_a_review_survives_resume_a_rerun_and_reindex(tmp_path: Path) -> None:
         assert row.reviewed == 1
         assert index.run_claims(row.id)[1].review_verdict == "Fully Supported"
     # What the run layer writes with `report_with_reviews` shows the review again.
-    doc = report_with_reviews(load_report(run_dir / "report.json"), run_dir)
+    doc = report_with_reviews(read_report(run_dir / "report.json"), run_dir)
     assert doc["claims"][1]["review"]["reason"] == "M says it"
 
 
@@ -284,5 +284,5 @@ def test_a_rerun_writes_its_report_with_the_reviews(tmp_path: Path) -> None:
     (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
     invoke("review", str(run_dir), "c2", "--verdict", "supported", "--reason", "M says it")
     CliRunner().invoke(cli, ["resume", str(run_dir), "--quiet"])
-    assert load_report(run_dir / "report.json")["claims"][1]["review"]["reason"] == "M says it"
-    assert load_report(tmp_path / "out.json")["claims"][1]["review"]["reason"] == "M says it"
+    assert read_report(run_dir / "report.json")["claims"][1]["review"]["reason"] == "M says it"
+    assert read_report(tmp_path / "out.json")["claims"][1]["review"]["reason"] == "M says it"

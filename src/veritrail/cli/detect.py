@@ -38,7 +38,7 @@ from ..lm.model import Model
 from ..method.config import VerifyConfig
 from ..outcome import exit_status, gate_exceeded
 from ..records import Claim, Verdict
-from ..report import ReportFormatError, load_report, write_report
+from ..report import ReportFormatError, read_report, write_report
 from .common import fail as _fail
 from .common import model_options
 from .common import read_text as _read
@@ -201,7 +201,7 @@ def detect(
     host_report = None
     if attach_path is not None:
         try:
-            host_report = load_report(attach_path)
+            host_report = read_report(attach_path)
         except ReportFormatError as exc:
             _fail(str(exc))
     if dag_path is not None:

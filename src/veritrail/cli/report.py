@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ..report import load_report
+from ..report import read_report
 
 
 @click.command()
@@ -22,7 +22,7 @@ def report(report_path: str, html_path: str | None) -> None:
     """Render REPORT_PATH (a VeriTrail report JSON) as one self-contained HTML file."""
     from ..html import write_html
 
-    doc = load_report(report_path)  # a `ReportFormatError` is reported by the group: exit 2
+    doc = read_report(report_path)  # a `ReportFormatError` is reported by the group: exit 2
     out = Path(html_path) if html_path else Path(report_path).with_suffix(".html")
     write_html(doc, out)
     click.echo(f"HTML report written to {out}")

@@ -394,14 +394,14 @@ def _collector_paused() -> Iterator[None]:
 
 
 def read_report(path: str | Path) -> dict[str, Any]:
-    """A report file, as `report.load_report` reads it, faster for what the diff keeps.
+    """A report file, as `report.read_report` reads it, faster for what the diff keeps.
 
     The file passes the input rules of every file (`textio`: UTF-8, a BOM dropped, strict JSON,
     no lone surrogate) but not the nesting-depth walk over the whole document: the diff reads
     fixed fields of each claim and copies none of the rest, and the walk was half the time of
     reading a large report. Anything but a report of a version this veritrail reads goes through
-    `load_report`, whose checks and messages decide."""
-    from ..report import READABLE_VERSIONS, REPORT_FORMAT, ReportFormatError, load_report
+    `read_report`, whose checks and messages decide."""
+    from ..report import READABLE_VERSIONS, REPORT_FORMAT, ReportFormatError, read_report
     from ..textio import InputError, parse_json, read_input_text
 
     try:
@@ -416,7 +416,7 @@ def read_report(path: str | Path) -> dict[str, Any]:
         and doc.get("version") in READABLE_VERSIONS
     ):
         return doc
-    return load_report(path)
+    return read_report(path)
 
 
 def load_side(path: str | Path, *, label: str, use_reviews: bool = True) -> Side:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..redaction import redact
-from ..report import ReportFormatError, load_report, write_report
+from ..report import ReportFormatError, read_report, write_report
 from .files import RunDirError, load_claims, load_run_json, read_results
 from .layout import HTML_REPORT, LOCK_FILE, PARTIAL_REPORT, REPORT_FILE, REVIEWS_FILE
 from .reviews import (
@@ -228,7 +228,7 @@ def update_run_reports(run_dir: str | Path) -> ReportsUpdate:
             if not path.is_file():
                 continue
             try:
-                doc = load_report(path)
+                doc = read_report(path)
             except ReportFormatError:
                 continue  # not ours to repair; the index and the review still work
             doc = apply_reviews(doc, reviews)

@@ -96,7 +96,7 @@ def load_run(run: str | Path, dag_path: str | Path | None = None) -> RunForExpor
         raise ExportInputError(f"{report_path}: not a veritrail report")
     if report.get("version") not in READABLE_VERSIONS:
         # A report of a version this veritrail does not know may mean anything by its fields:
-        # refused, as every other reader of reports refuses it (report.load_report).
+        # refused, as every other reader of reports refuses it (report.read_report).
         readable = " and ".join(str(v) for v in READABLE_VERSIONS)
         raise ExportInputError(
             f"{report_path}: report version {report.get('version')!r}, this veritrail reads "
