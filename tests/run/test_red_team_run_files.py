@@ -90,3 +90,15 @@ def test_an_empty_or_new_run_dir_is_fine(tmp_path: Path) -> None:
         args[args.index("--run-dir") + 1] = str(tmp_path / d)
         code, out = _invoke(*args)
         assert code == 0, out
+
+
+def test_a_run_killed_before_its_run_json_resumes(tmp_path: Path) -> None:
+    """The lock is taken before any file is written, then claims.json, then run.json: a run
+    killed in between left a lock file and claims.json, and the same command goes on."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / ".lock").write_text("")
+    (run / "claims.json").write_text("[]\n")
+    code, out = _invoke(*oracle_args(tmp_path))
+    assert code == 0, out
+    assert (run / "run.json").is_file()

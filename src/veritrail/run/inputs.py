@@ -263,9 +263,12 @@ def check_run_dir(
                     f"{what}; an input is never overwritten: give another run directory or "
                     "rename the file"
                 )
-    if new_run and run_dir.is_dir() and not (run_dir / RUN_FILE).exists():
-        # Not a run directory (yet): a file of the user's that the run would write over (an
-        # input among them was refused above, with its own message).
+    started = (run_dir / RUN_FILE).exists() or (run_dir / LOCK_FILE).exists()
+    if new_run and run_dir.is_dir() and not started:
+        # Not a run directory: a file of the user's that the run would write over (an input
+        # among them was refused above, with its own message). A directory holding the run's
+        # lock file is one veritrail began (the lock is taken before any file is written), killed
+        # before its run.json: it resumes.
         written = [f.name for f in own if f.name != LOCK_FILE]
         theirs = [n for n in written if (run_dir / n).exists()]
         if theirs:
