@@ -281,7 +281,9 @@ def test_the_ray_executor_applies_a_plugged_judge(tmp_path: Path) -> None:
     pytest.importorskip("ray")
     manifest = write_jobs(tmp_path, 2, 3, settings={"judge": PLUGIN_OF["judge"]})
     with FakeOpenAIServer(responder=responder) as srv:
-        common = [*lm(srv), "--quiet", "--concurrency", "2"]
+        # One claim per prompt: shared groups follow a Ray shard's boundaries and the reports are
+        # compared with their costs (docs/method.md#shared-prompts).
+        common = [*lm(srv), "--quiet", "--concurrency", "2", "--claims-per-prompt", "1"]
         code, out = batch(str(manifest), *common, "--runs-dir", "runs-local")
         assert code in (0, 1), out
         local = {p.name: comparable(load(p)) for p in (tmp_path / "reports").glob("*.json")}
