@@ -88,7 +88,7 @@ CHECKS = (
     Check(
         "core",
         "veritrail check examples/check/answer.txt 'examples/check/sources/*.txt' "
-        "--claims examples/check/claims.json --oracle examples/check/oracle.json --html",
+        "--claims examples/check/claims.json --oracle examples/check/oracle.json --out report.json --html",
         verdicts=CHECK_VERDICTS,
         error_stages={"c4": [2]},
         files=("report.json", "report.html"),
