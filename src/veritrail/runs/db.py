@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -205,24 +206,36 @@ def migrate(engine: Engine) -> str:
     """Bring the database to the newest revision (create it on first use); returns it. Two
     processes migrating at once are serialised (PostgreSQL: an advisory lock; SQLite: the
     second one finds the work done)."""
-    try:
-        if _at_head(engine):
-            return SCHEMA_REVISION
-        from alembic import command
+    # SQLite answers "database is locked" at once, not after the busy timeout, when openers race
+    # to create a new file (its WAL switch, the first schema write): such an opening tries again
+    # until the others are done, within the same bound as any lock wait.
+    deadline = time.monotonic() + BUSY_TIMEOUT
+    while True:
+        try:
+            return _migrate_once(engine)
+        except SQLAlchemyError as exc:
+            # SQLite: another process created the tables meanwhile; fine if it reached the head.
+            with contextlib.suppress(SQLAlchemyError):
+                if _at_head(engine):
+                    return SCHEMA_REVISION
+            if "locked" in describe(exc).lower() and time.monotonic() < deadline:
+                time.sleep(0.05)
+                continue
+            raise unavailable(engine.url, exc) from None
 
-        head = head_revision()
-        with engine.connect() as conn, conn.execution_options(**{WRITE_OPTION: True}).begin():
-            if conn.dialect.name == "postgresql":
-                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LOCK})
-            if current_revision(conn) != head:
-                command.upgrade(_alembic_config(conn), "head")
-        return head
-    except SQLAlchemyError as exc:
-        # SQLite: another process created the tables meanwhile; fine if it reached the head.
-        with contextlib.suppress(SQLAlchemyError):
-            if _at_head(engine):
-                return SCHEMA_REVISION
-        raise unavailable(engine.url, exc) from None
+
+def _migrate_once(engine: Engine) -> str:
+    if _at_head(engine):
+        return SCHEMA_REVISION
+    from alembic import command
+
+    head = head_revision()
+    with engine.connect() as conn, conn.execution_options(**{WRITE_OPTION: True}).begin():
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LOCK})
+        if current_revision(conn) != head:
+            command.upgrade(_alembic_config(conn), "head")
+    return head
 
 
 __all__ = [
