@@ -115,6 +115,38 @@ def open_model(
 
 # -- run options --------------------------------------------------------------------------------
 
+MAX_COST_HELP = (
+    "Spending cap in USD over this command's model calls: no call starts once it would pass "
+    "the cap, calls in flight finish, finished claims are kept, exit 3 (cache hits cost "
+    "nothing; a model with no known price is refused; docs/running.md, Capping cost)"
+)
+MAX_TOKENS_HELP = "Spending cap in tokens (input + output), as --max-cost"
+"""`--max-cost` and `--max-tokens` mean this in verify, check, resume, batch and eval."""
+
+
+def budget_options(f: _F) -> _F:
+    """`--max-cost` and `--max-tokens` for a command that takes them outside `RUN_OPTIONS`
+    (`resume`, `batch`, `eval`): values `max_cost` and `max_tokens`, None when not given."""
+    return _apply(
+        [
+            click.option(
+                "--max-cost",
+                type=float,
+                default=None,
+                metavar="USD",
+                help=MAX_COST_HELP + " [default: no cap].",
+            ),
+            click.option(
+                "--max-tokens",
+                type=int,
+                default=None,
+                metavar="N",
+                help=MAX_TOKENS_HELP + " [default: no cap].",
+            ),
+        ],
+        f,
+    )
+
 
 def _setting(*names: str, help: str, default: str | None = "", **kw: Any) -> Callable[[_F], _F]:
     """An option that sets the setting named by its last flag. Its help ends with the setting's
@@ -215,6 +247,8 @@ RUN_OPTIONS: list[Callable[[Any], Any]] = [
         "(0 to 1); the summary lists them",
     ),
     _setting("--max-reasks", help="Re-asks per model call after an unreadable reply"),
+    _setting("--max-cost", type=float, metavar="USD", help=MAX_COST_HELP, default="no cap"),
+    _setting("--max-tokens", metavar="N", help=MAX_TOKENS_HELP, default="no cap"),
     _setting("--evidence-sentences", help="Sentences per evidence prompt (root and non-root)"),
     _setting("--evidence-sentences-root", help="Sentences per evidence prompt of root nodes"),
     _setting(

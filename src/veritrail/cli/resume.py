@@ -16,7 +16,7 @@ from .. import environment
 from ..redaction import url_secret
 from ..run.job import HTML_BESIDE, job_from_run_dir
 from ..run.settings import SettingsError, coerce_setting
-from .common import EXIT_CODES_HELP, fail, job_errors
+from .common import EXIT_CODES_HELP, budget_options, fail, job_errors
 from .verify import execute
 
 
@@ -53,6 +53,7 @@ from .verify import execute
     help="The endpoint again, when the run's had a user or password (run.json never stores "
     "them) [default: the run's own].",
 )
+@budget_options
 @click.option("--quiet", is_flag=True, help="No progress and no summary (errors still print).")
 def resume(
     run_dir: str,
@@ -60,6 +61,8 @@ def resume(
     html_opt: str | None,
     max_unsupported: float | None,
     base_url: str | None,
+    max_cost: float | None,
+    max_tokens: int | None,
     quiet: bool,
 ) -> None:
     """Finish the run in RUN_DIR (same as re-running the `veritrail verify` command that made it).
@@ -73,6 +76,11 @@ def resume(
             overrides["max_unsupported"] = coerce_setting(
                 "max_unsupported", max_unsupported, "option --max-unsupported"
             )
+        # A cap given here replaces the run's own (run.json keeps the one the run was given);
+        # it bounds this command's calls: those the earlier run made are answered by the cache.
+        for name, value in (("max_cost", max_cost), ("max_tokens", max_tokens)):
+            if value is not None:
+                overrides[name] = coerce_setting(name, value, f"option --{name.replace('_', '-')}")
         if base_url:
             overrides["base_url"] = coerce_setting("base_url", base_url, "option --base-url")
     except SettingsError as exc:

@@ -100,6 +100,8 @@ def _execute(job: Job, *, quiet: bool, progress: Any, ci: CiTargets) -> None:
         fatal=done.fatal,
         quiet=quiet,
     )
+    if done.budget is not None:
+        click.echo(done.budget, err=True)  # the cap stopped it: the last line says how to go on
     if done.exit_code is not ExitCode.OK:
         sys.exit(done.exit_code)
 

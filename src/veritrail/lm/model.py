@@ -47,10 +47,11 @@ from .base import (
     ResponseFormat,
     UnsupportedFormatError,
 )
+from .budget import Budget, BudgetExhausted, Reservation
 from .cache import ResponseCache, cache_key
 from .capabilities import DEFAULT_CAPABILITIES, CapabilityStore
 from .jsonparse import CutReplyError, JsonReplyError, parse_json_reply
-from .pricing import PriceTable
+from .pricing import Price, PriceTable
 from .retry import RetryEvent, RetryPolicy, retry_call
 
 T = TypeVar("T")
@@ -278,6 +279,9 @@ class Model:
         """Plain-language remarks for the report (unknown price, format fallbacks); redacted."""
         self.fatal: EndpointError | None = None
         """The first `EndpointError` a call hit; once set, every call raises it at once."""
+        self.budget: Budget | None = None
+        """The command's spending cap (`lm.budget`), shared with its other models; None = no
+        cap. Asked before every call that goes over the wire, told each one's cost after it."""
         self._sem: asyncio.Semaphore | None = None
         self._sem_loop: asyncio.AbstractEventLoop | None = None
         price = self.prices.lookup(provider.name, provider.model)
@@ -304,6 +308,11 @@ class Model:
         """The identity under which structured-output capabilities are remembered."""
         ep = getattr(self.provider, "endpoint", None)
         return ep if isinstance(ep, str) and ep else self.name
+
+    @property
+    def price(self) -> Price | None:
+        """The model's price (None: unknown; `lm.budget.check_priced` refuses a dollar cap)."""
+        return self._price
 
     def _semaphore(self) -> asyncio.Semaphore:
         # A semaphore belongs to one event loop; a Model reused across asyncio.run() calls
@@ -360,11 +369,18 @@ class Model:
                     finish_reason=hit.finish_reason,
                 )
 
+        budget = self.budget
+        reserved: list[Reservation] = []  # the call's one reservation, made with its first slot
+
         async def attempt() -> ModelOutput:
             async with self._semaphore():
                 # Calls queued for a slot when the endpoint failed fatally send nothing either.
                 if self.fatal is not None:
                     raise self.fatal
+                if budget is not None and not reserved:
+                    # Reserved once a slot is held, so calls queued behind the concurrency limit
+                    # do not hold reservations; BudgetExhausted is fatal: never retried.
+                    reserved.append(budget.reserve(messages, cfg.max_tokens, self._price))
                 self.stats.requests += 1
                 return await self.provider.generate(messages, cfg)
 
@@ -381,7 +397,13 @@ class Model:
 
         try:
             out, attempts = await retry_call(attempt, self.retry, on_retry=on_retry)
-        except ProviderError as exc:
+        except BaseException as exc:
+            if budget is not None and reserved:
+                budget.release(reserved[0])  # failed or cancelled: nothing to pay for
+            if not isinstance(exc, ProviderError):
+                raise
+            if isinstance(exc, BudgetExhausted):
+                raise  # refused before sending: not a transport failure (the run reports it)
             self.stats.failures += 1
             self.stats.errors[type(exc).__name__] += 1
             if isinstance(exc, EndpointError) and self.fatal is None:
@@ -401,6 +423,8 @@ class Model:
             )
             raise
         dollars = self._dollars(out)
+        if budget is not None and reserved:
+            budget.settle(reserved[0], out.input_tokens, out.output_tokens, dollars)
         self.usage.add(
             claim,
             step,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..dag import Dag
 from ..display import unpriced_models
 from ..lm.base import ProviderError
+from ..lm.budget import Budget, BudgetExhausted, NoPriceError, check_priced, raise_cap
 from ..lm.registry import describe_fatal
 from ..outcome import ExitCode, exit_code
 from ..records import Claim, ClaimResult, Termination
@@ -60,6 +61,13 @@ class RunState:
         self.interruption: Interruption | None = None
         """What `run_to_report` recorded when the run was interrupted (None: not interrupted, or
         interrupted before any claim started)."""
+        self.budget: Budget | None = None
+        """The run's spending cap (`--max-cost`, `--max-tokens`), when one was given."""
+
+    @property
+    def budget_reached(self) -> str | None:
+        """Why the cap stopped the run (`Budget.reached`), if it did."""
+        return self.budget.reached if self.budget is not None else None
 
 
 def _fatal_of(model: Model | None) -> BaseException | None:
@@ -279,7 +287,9 @@ async def _verify_remaining(
             exc = _fatal_of(model)
             if exc is not None:
                 state.fatal = describe_fatal(exc, endpoint)
-        return state.fatal
+        # A reached cap stops new claims as a fatal error does; it is not the endpoint's fault,
+        # so it is kept apart from `state.fatal` (the claims not started name it as their cause).
+        return state.fatal or state.budget_reached
 
     def on_result(r: ClaimResult) -> None:
         store.record(r)
@@ -338,6 +348,15 @@ async def _run_job(
         model = None if job.oracle_path else build_model(job)
     except ValueError as exc:  # an unknown provider, or an option it does not take
         raise JobInputError(str(exc)) from None
+    budget = job.settings.budget()
+    if model is not None and budget is not None:
+        try:
+            check_priced(model.name, model.price, budget)  # before any call: exit 2
+        except NoPriceError as exc:
+            await model.aclose()
+            raise JobInputError(redact(str(exc))) from None
+        model.budget = budget
+    state.budget = budget
     if model is not None:
         config = fit_to_context(config, model_context_window(model.provider))
     # Built once: the partial report (`record_interruption`) and the final one record this object.
@@ -356,6 +375,11 @@ async def _run_job(
             store = await open_run_store(job, model, extracting=progress.extracting)
         except RunStoreError as exc:
             raise JobInputError(redact(str(exc))) from None
+        except BudgetExhausted as exc:
+            raise ClaimExtractionError(
+                f"{exc.cause} while extracting claims: no claim was verified. Run the same "
+                "command again with a higher cap (the calls made are cached)"
+            ) from None
         except ProviderError as exc:
             # Claim-level failures are recorded per claim; this is one outside any claim (claim
             # extraction): no claim can be verified without it.
@@ -383,7 +407,7 @@ async def _run_job(
                 started=started,
                 wall_seconds=time.perf_counter() - t0,
                 resumed_claims=len(finished),
-                notes=tuple(model.notes) if model is not None else (),
+                notes=tuple(model.notes) + _budget_note(state) if model is not None else (),
                 fatal=state.fatal,
             ),
             model_name=job.model_name,
@@ -395,6 +419,25 @@ async def _run_job(
         ticker.cancel()
         if model is not None:
             await model.aclose()
+
+
+def _budget_note(state: RunState) -> tuple[str, ...]:
+    """The report's note of a run the cap stopped (its `run.notes`), if it did."""
+    reached = state.budget_reached
+    if reached is None:
+        return ()
+    return (f"{reached}: claims not verified are recorded with this cause",)
+
+
+def budget_line(report: Mapping[str, Any], budget: Budget, run_dir: Path | str) -> str:
+    """The one line a run the cap stopped ends with: how far it got and how to go on."""
+    claims = report.get("claims", [])
+    done = sum(1 for c in claims if c.get("termination") != Termination.ERROR.value)
+    total = report.get("run", {}).get("claims_total") or len(claims)
+    return (
+        f"budget reached: {done} of {total} claims verified; resume with a higher cap "
+        f"(veritrail resume {run_dir} {raise_cap(budget)})"
+    )
 
 
 def write_partial_report(job: Job, store: RunStore, config: VerifyConfig) -> Path | None:
@@ -487,6 +530,8 @@ class RunOutcome:
     """The JSON (`--out`) and HTML (`--html`) reports written, when the job has them."""
     fatal: str | None
     """The fatal endpoint error that stopped the run (redacted), if one did."""
+    budget: str | None = None
+    """When the spending cap stopped the run: the line that says so (`budget_line`)."""
 
 
 async def run_and_write(
@@ -516,10 +561,16 @@ async def run_and_write(
             report["dag"]["path"] = None
         written = None
     write_outputs(job, report, written=written)
+    code = exit_code(report, job.settings.max_unsupported)
+    stopped: str | None = None
+    if st.budget is not None and st.budget.reached is not None:
+        stopped = budget_line(report, st.budget, job.run_dir)
+        code = ExitCode.ERRORS  # claims were left unverified (the cap refused their calls)
     return RunOutcome(
         report=report,
-        exit_code=exit_code(report, job.settings.max_unsupported),
+        exit_code=code,
         run_dir=job.run_dir,
         written=tuple(p for p in (job.out_path, job.html_path) if p is not None),
         fatal=st.fatal,
+        budget=stopped,
     )

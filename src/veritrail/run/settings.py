@@ -27,6 +27,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from .. import environment
 from ..errors import InputProblem
+from ..lm.budget import Budget
 from ..lm.model import DEFAULT_MAX_REASKS
 from ..method.config import VerifyConfig
 
@@ -120,6 +121,12 @@ class Settings:
     max_unsupported: float | None = None
     """CI gate: exit 1 when the share of claims judged Not Fully Supported is above this rate
     (0 to 1). None = no gate. Not part of the run fingerprint."""
+    max_cost: float | None = None
+    """Spending cap in USD over this command's model calls (`lm.budget`): no call starts once
+    it would pass it; None = no cap. Not part of the run fingerprint (it changes how far a run
+    goes, not what it computes)."""
+    max_tokens: int | None = None
+    """Spending cap in tokens (input + output, as the provider counts them), as `max_cost`."""
     runs_dir: str = "runs"
     """Where run directories are created when `--run-dir` is not given (relative to the
     current directory)."""
@@ -150,6 +157,13 @@ class Settings:
             term_check=self.term_check,
             claims_per_prompt=self.claims_per_prompt,
         )
+
+    def budget(self) -> Budget | None:
+        """The command's spending cap (`--max-cost`, `--max-tokens`), or None when neither is
+        set."""
+        if self.max_cost is None and self.max_tokens is None:
+            return None
+        return Budget(max_cost=self.max_cost, max_tokens=self.max_tokens)
 
     def to_dict(self) -> dict[str, Any]:
         """All settings as plain JSON values (no secrets exist among them)."""

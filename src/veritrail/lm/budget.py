@@ -1,0 +1,230 @@
+"""A hard cap on what one command spends on model calls (`--max-cost USD`, `--max-tokens N`).
+
+One `Budget` is shared by every `Model` of a command (`Model.budget`): `veritrail verify`,
+`check` and `resume` give their run one, a local batch gives all its jobs the same one, `eval`
+its model. The `Model` wrapper asks it before every call that goes over the wire (a response-cache
+hit costs nothing and is never refused) and tells it what the call cost once it is known.
+
+A call's cost is known only after it. So before it starts, the call *reserves* an upper estimate:
+
+- tokens: its prompt at one token per 3 UTF-8 bytes (plus 4 per message; a BPE vocabulary needs
+  fewer for English, about 1 per CJK character, which is 3 bytes) plus its reply limit
+  (`GenerateConfig.max_tokens`), or, without one, the largest reply seen so far and at least
+  `DEFAULT_REPLY_RESERVE` tokens;
+- dollars: those tokens at the model's price (`lm.pricing.Price`).
+
+A call starts only if what was spent, plus what the calls in flight reserved, plus its own
+reservation stays within the cap; when it finishes its reservation is replaced by what it really
+cost (the provider's token counts, as `Model.usage` counts them). Once one call is refused the
+budget is *reached* for good: no later call starts, whatever its size, so a run stops in one
+place instead of trickling on with small calls. Calls already in flight finish.
+
+The bound (tests/lm/test_budget.py checks it with hypothesis): the counted spend never exceeds
+the cap by more than the calls' excess over their reservations, ``spent <= cap + sum(max(0,
+actual - reserved))``; with a reply limit and a prompt within the estimate that excess is 0 and
+the spend never passes the cap. And when the budget is reached, the refused call's reservation
+did not fit: the spend then is within that one call's reservation (plus the reservations of the
+calls still in flight, which settle at what they cost) of the cap.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .base import FatalError
+
+if TYPE_CHECKING:
+    from .base import Message
+    from .pricing import Price
+
+DEFAULT_REPLY_RESERVE = 1024
+"""Reply tokens a call without a reply limit reserves (more once a longer reply was seen)."""
+
+_MESSAGE_OVERHEAD = 4
+"""Tokens a chat message costs beyond its text (role and separators), for the estimate."""
+
+
+class BudgetExhausted(FatalError):
+    """A call was refused because the budget was reached (never retried; nothing is sent)."""
+
+
+class NoPriceError(ValueError):
+    """`--max-cost` was given for a model whose price is unknown (the cap cannot be enforced)."""
+
+
+def prompt_estimate(messages: Sequence[Message]) -> int:
+    """An upper estimate of a prompt's tokens: one per 3 UTF-8 bytes, plus 4 per message."""
+    return sum(-(-len(m.content.encode("utf-8")) // 3) + _MESSAGE_OVERHEAD for m in messages)
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """What one call reserved before it started."""
+
+    tokens: int
+    dollars: float
+
+
+@dataclass(frozen=True, slots=True)
+class Spend:
+    """What a budget counted: settled calls, and what calls in flight reserved."""
+
+    tokens: int
+    dollars: float
+    reserved_tokens: int
+    reserved_dollars: float
+    calls: int
+    refused: int
+
+
+def _money(x: float) -> str:
+    return f"${x:.4f}".rstrip("0").rstrip(".") if x < 1 else f"${x:,.2f}"
+
+
+class Budget:
+    """The shared counter of one command's spend, with its caps (None = no cap of that kind).
+
+    Thread-safe (a lock around the counters): the local batch runs on one event loop, but a
+    provider may call back from another thread, and the check and the reservation must be one
+    step.
+    """
+
+    def __init__(self, *, max_cost: float | None = None, max_tokens: int | None = None) -> None:
+        if max_cost is not None and not max_cost >= 0:  # NaN fails too
+            raise ValueError("max_cost must be a number >= 0")
+        if max_tokens is not None and max_tokens < 0:
+            raise ValueError("max_tokens must be >= 0")
+        self.max_cost = max_cost
+        self.max_tokens = max_tokens
+        self._lock = threading.Lock()
+        self._tokens = 0
+        self._dollars = 0.0
+        self._reserved_tokens = 0
+        self._reserved_dollars = 0.0
+        self._calls = 0
+        self._refused = 0
+        self._longest_reply = DEFAULT_REPLY_RESERVE
+        self.reached: str | None = None
+        """Why no further call starts (set by the first refused call), or None."""
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any cap is set."""
+        return self.max_cost is not None or self.max_tokens is not None
+
+    def spend(self) -> Spend:
+        """What was counted so far."""
+        with self._lock:
+            return Spend(
+                self._tokens,
+                self._dollars,
+                self._reserved_tokens,
+                self._reserved_dollars,
+                self._calls,
+                self._refused,
+            )
+
+    def caps(self) -> str:
+        """The caps as the options that set them (``--max-cost 0.5 --max-tokens 10000``)."""
+        parts = []
+        if self.max_cost is not None:
+            parts.append(f"--max-cost {self.max_cost:g}")
+        if self.max_tokens is not None:
+            parts.append(f"--max-tokens {self.max_tokens}")
+        return " ".join(parts)
+
+    def reserve(
+        self, messages: Sequence[Message], max_reply: int | None, price: Price | None
+    ) -> Reservation:
+        """Reserve a call's estimated cost, or raise `BudgetExhausted` (and mark the budget
+        reached) when it would pass a cap. `price` None counts 0 dollars (free or unpriced:
+        a `--max-cost` run refuses an unpriced model before any call, `check_priced`)."""
+        prompt = prompt_estimate(messages)
+        with self._lock:
+            reply = max_reply if max_reply is not None else self._longest_reply
+            tokens = prompt + reply
+            dollars = price.dollars(prompt, reply) if price is not None else 0.0
+            if self.reached is None:
+                over = self._over(tokens, dollars)
+                if over is not None:
+                    self.reached = over
+            if self.reached is not None:
+                self._refused += 1
+                raise BudgetExhausted(self.reached)
+            self._reserved_tokens += tokens
+            self._reserved_dollars += dollars
+            return Reservation(tokens, dollars)
+
+    def _over(self, tokens: int, dollars: float) -> str | None:
+        """Why a call reserving `tokens` and `dollars` would pass a cap, or None (lock held)."""
+        cap_tokens, cap_cost = self.max_tokens, self.max_cost
+        if cap_tokens is not None and self._tokens + self._reserved_tokens + tokens > cap_tokens:
+            return f"budget reached ({self._tokens:,} tokens spent, --max-tokens {cap_tokens})"
+        # A small tolerance: float sums of prices must not refuse a call that fits exactly.
+        if (
+            cap_cost is not None
+            and self._dollars + self._reserved_dollars + dollars > cap_cost + 1e-12
+        ):
+            return f"budget reached ({_money(self._dollars)} spent, --max-cost {cap_cost:g})"
+        return None
+
+    def settle(
+        self, reservation: Reservation, input_tokens: int, output_tokens: int, dollars: float
+    ) -> None:
+        """Replace a finished call's reservation by what it cost."""
+        with self._lock:
+            self._release(reservation)
+            self._tokens += input_tokens + output_tokens
+            self._dollars += dollars
+            self._calls += 1
+            self._longest_reply = max(self._longest_reply, output_tokens)
+
+    def release(self, reservation: Reservation) -> None:
+        """Drop the reservation of a call that failed or was cancelled (it cost nothing)."""
+        with self._lock:
+            self._release(reservation)
+
+    def _release(self, r: Reservation) -> None:
+        self._reserved_tokens -= r.tokens
+        self._reserved_dollars -= r.dollars
+        if self._reserved_tokens <= 0:
+            # No call in flight: drop the float dust of many additions and subtractions.
+            self._reserved_tokens = 0
+            self._reserved_dollars = 0.0
+
+
+def check_priced(model_name: str, price: Price | None, budget: Budget | None) -> None:
+    """Refuse a dollar cap on a model without a known price (`NoPriceError`): the cap could not
+    be enforced, and ignoring it would spend without bound. Called before any call."""
+    if budget is None or budget.max_cost is None or price is not None:
+        return
+    raise NoPriceError(
+        f"no price known for {model_name}: use --max-tokens, or set prices with --prices FILE "
+        "or VERITRAIL_PRICES (docs/models.md)"
+    )
+
+
+def raise_cap(budget: Budget) -> str:
+    """The options a resume could be given: each cap doubled (what to spend on what is left)."""
+    parts = []
+    if budget.max_cost is not None:
+        parts.append(f"--max-cost {max(2 * budget.max_cost, 0.01):g}")
+    if budget.max_tokens is not None:
+        parts.append(f"--max-tokens {max(2 * budget.max_tokens, 1000)}")
+    return " ".join(parts)
+
+
+__all__ = [
+    "DEFAULT_REPLY_RESERVE",
+    "Budget",
+    "BudgetExhausted",
+    "NoPriceError",
+    "Reservation",
+    "Spend",
+    "check_priced",
+    "prompt_estimate",
+    "raise_cap",
+]
