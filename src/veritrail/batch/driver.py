@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..lm.budget import Budget, NoPriceError, check_priced
 from ..method.prompting import prompt_dir
 from ..records import ClaimResult
 from ..run.job import Job, JobInputError, job_steps
@@ -95,6 +96,7 @@ def open_states(
     concurrency: int,
     events: BatchEvents | None = None,
     connect: Callable[[], None] | None = None,
+    budget: Budget | None = None,
 ) -> list[JobState]:
     """Open (create, or reopen to resume) every job's run store and lock it.
 
@@ -106,12 +108,14 @@ def open_states(
     within the batch's `concurrency` (their calls are shown by `events`). Raises
     `BatchInputError` naming every job refused (exit 2), `jobs.ExtractionFailed` when a job's
     claims cannot be extracted (the other jobs' extractions are stopped, and the run stores
-    opened so far are released, marked interrupted).
+    opened so far are released, marked interrupted). `budget` is the batch's spending cap: claim
+    extraction spends from it too, and a dollar cap on a model with no known price is refused
+    here, with the other checks.
     """
     ev = events if events is not None else BatchEvents()
 
     async def go() -> list[JobState]:
-        pool = ModelPool(concurrency)
+        pool = ModelPool(concurrency, budget=budget)
         opened: dict[int, JobState] = {}
 
         async def open_one(i: int, job: Job) -> None:
@@ -129,6 +133,7 @@ def open_states(
         tasks: list[asyncio.Task[None]] = []
         try:
             providers = _check_models(jobs, pool)
+            _check_priced(jobs, pool, budget)
             if connect is not None:
                 connect()
             # Every job's extraction at once, under the pool's one budget (`--concurrency`): one
@@ -187,6 +192,31 @@ def _check_models(jobs: Sequence[Job], pool: ModelPool) -> dict[str, Provider | 
     return providers
 
 
+def _check_priced(jobs: Sequence[Job], pool: ModelPool, budget: Budget | None) -> None:
+    """`BatchInputError` (exit 2, before any call) naming the jobs whose model has no known
+    price when the batch has a dollar cap (`lm.budget.check_priced`)."""
+    if budget is None or budget.max_cost is None:
+        return
+    problems: list[str] = []
+    prices: dict[ModelSpec, str | None] = {}
+    for job in jobs:
+        spec = job.model if job.uses_model else None
+        if spec is None:
+            continue  # an oracle costs nothing
+        if spec not in prices:
+            model = pool.model(spec)  # a wrapper over the shared provider: nothing is called
+            try:
+                check_priced(model.name, model.price, budget)
+                prices[spec] = None
+            except NoPriceError as exc:
+                prices[spec] = str(exc)
+        if prices[spec] is not None:
+            problems.append(f"job {job.id}: {prices[spec]}")
+    if problems:
+        more = f"\n... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        raise BatchInputError("\n".join(problems[:20]) + more)
+
+
 def run_batch(
     jobs: Sequence[Job],
     executor: Executor,
@@ -197,6 +227,7 @@ def run_batch(
     max_unsupported: float | None = None,
     on_job_done: Callable[[JobState], None] | None = None,
     events: BatchEvents | None = None,
+    budget: Budget | None = None,
 ) -> BatchResult:
     """Run every job to the end (or as far as possible) and write the batch's outputs.
 
@@ -205,7 +236,8 @@ def run_batch(
     endpoint (their claims not started are recorded as errors; exit status 3; the causes are in
     `summary["fatal"]`). `events` shows progress (default: nothing shown). On KeyboardInterrupt
     (Ctrl-C, SIGTERM via the CLI) the unfinished run stores are marked interrupted and the
-    exception goes on.
+    exception goes on. `budget` is the batch's one spending cap (`--max-cost`, `--max-tokens`),
+    for claim extraction here and every job's claims (the local executor is given the same one).
     """
     ev = events if events is not None else BatchEvents()
     t0 = time.perf_counter()
@@ -215,7 +247,7 @@ def run_batch(
     start: Callable[[], None] | None = getattr(executor, "start", None)
     stop: Callable[[], None] | None = getattr(executor, "stop", None)
     try:
-        states = open_states(jobs, concurrency=concurrency, events=ev, connect=start)
+        states = open_states(jobs, concurrency=concurrency, events=ev, connect=start, budget=budget)
     except BaseException:
         ev.close()
         if stop is not None:

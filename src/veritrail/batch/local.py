@@ -12,7 +12,8 @@ decomposer, selector or judge in place of the LM's), and its claims are schedule
 whole batch. A fatal endpoint error (HTTP 401/403, unknown model, no quota) stops every job using
 that endpoint at once: the shared provider answers every later call with the same error without
 sending it, and no claim of those jobs starts any more (they are recorded as errors
-`not started: …` and verified by the next run).
+`not started: …` and verified by the next run). A spending cap (`--max-cost`, `--max-tokens`) is
+one `lm.budget.Budget` for every job's model: once a call is refused no claim of any job starts.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from .progress import BatchEvents
 
 if TYPE_CHECKING:
     from ..lm.base import GenerateConfig, Message, ModelOutput, Provider
+    from ..lm.budget import Budget
     from ..lm.cache import ResponseCache
     from ..lm.model import Model
 
@@ -88,8 +90,10 @@ class _Budgeted:
 class ModelPool:
     """Providers and caches shared by the jobs of one event loop."""
 
-    def __init__(self, concurrency: int) -> None:
+    def __init__(self, concurrency: int, *, budget: Budget | None = None) -> None:
         self.concurrency = concurrency
+        self.budget = budget
+        """The batch's one spending cap, given to every model the pool makes."""
         self._shared: dict[tuple[str, str | None, int | None], _Shared] = {}
         self._caches: dict[str | bool, ResponseCache | None] = {}
 
@@ -118,11 +122,13 @@ class ModelPool:
         entry = self._entry(spec)
         if spec.cache not in self._caches:
             self._caches[spec.cache] = spec.open_cache()
-        return spec.model(
+        model = spec.model(
             _Budgeted(entry),
             cache=self._caches[spec.cache],
             concurrency=self.concurrency,
         )
+        model.budget = self.budget
+        return model
 
     async def aclose(self) -> None:
         """Close every provider (connection pools, embedded servers)."""
@@ -137,9 +143,18 @@ class LocalExecutor:
 
     name = "local"
 
-    def __init__(self, *, concurrency: int, max_parallel_claims: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        concurrency: int,
+        max_parallel_claims: int | None = None,
+        budget: Budget | None = None,
+    ) -> None:
         self.concurrency = concurrency
         self.max_parallel_claims = max_parallel_claims
+        self.budget = budget
+        """The batch's spending cap, shared by every job (`run_batch` gives the driver's
+        claim extraction the same one)."""
         self.calls = 0
         """HTTP requests made (cache hits excluded), for the summary."""
 
@@ -150,7 +165,7 @@ class LocalExecutor:
     async def _run(self, states: Sequence[JobState], record: Record, events: BatchEvents) -> None:
         from ..lm.registry import describe_fatal
 
-        pool = ModelPool(self.concurrency)
+        pool = ModelPool(self.concurrency, budget=self.budget)
         limit = self.max_parallel_claims
         claims_sem = asyncio.Semaphore(limit) if limit else None  # one bound for all jobs
         models: list[Model] = []
@@ -189,6 +204,8 @@ class LocalExecutor:
                 # the first refused call through the shared provider, before its claim ends.
                 if spec is None:
                     return None
+                if self.budget is not None and self.budget.reached is not None:
+                    return self.budget.reached  # the batch's cap: no claim of any job starts
                 cause = events.fatal_for(spec)
                 if cause is None:
                     exc = pool.fatal_of(spec, model)

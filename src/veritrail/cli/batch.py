@@ -20,6 +20,7 @@ import click
 
 from ..redaction import redact
 from .common import (
+    budget_options,
     cache_option,
     check_ci_outputs,
     ci_options,
@@ -136,6 +137,7 @@ def _interrupt(_signum: int, _frame: Any) -> NoReturn:
     metavar="RATE",
     help="Exit 1 when a job's share of Not Fully Supported claims exceeds RATE (0..1).",
 )
+@budget_options
 @click.option("--quiet", is_flag=True, help="No progress and no table (errors still print).")
 @ci_options
 def batch(
@@ -224,7 +226,14 @@ def batch(
     # Batch-wide settings are the same in every job (the manifest cannot set them per job).
     s0 = jobs[0].settings
     total = s0.concurrency or 8
+    # One cap for the whole batch (its jobs' own settings cannot set one each): every job's
+    # calls and the driver's claim extraction spend from the same counter.
+    budget = s0.budget()
     execu: LocalExecutor | RayExecutor
+    if executor == "ray" and budget is not None:
+        # Ray workers are separate processes: one counter shared by them would need a Ray actor
+        # that every call asks first; until it exists the cap is refused, never ignored.
+        fail("--max-cost and --max-tokens go with --executor local (not with Ray yet)")
     if executor == "ray":
         execu = RayExecutor(
             address=ray_address,
@@ -241,7 +250,9 @@ def batch(
     else:
         if ray_address or workers:
             fail("--ray-address and --workers go with --executor ray")
-        execu = LocalExecutor(concurrency=total, max_parallel_claims=s0.max_parallel_claims)
+        execu = LocalExecutor(
+            concurrency=total, max_parallel_claims=s0.max_parallel_claims, budget=budget
+        )
 
     events = make_batch_progress(quiet=quiet, interval=s0.progress_interval)
 
@@ -262,6 +273,7 @@ def batch(
             concurrency=total,
             on_job_done=done,
             events=events,
+            budget=budget,
         )
     except KeyboardInterrupt:
         click.echo(
@@ -275,6 +287,8 @@ def batch(
         _fail_lines(str(exc))
     # A `RayUnavailableError` (exit 2) or `RayUnreachableError` (exit 3) is reported by the group.
     except ExtractionFailed as exc:
+        if budget is not None and budget.reached is not None:
+            fail(f"{redact(str(exc))}. Run the same command again with a higher cap.", 3)
         fail(f"{redact(str(exc))}. Fix the endpoint and run the same command again.", 3)
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -293,6 +307,17 @@ def batch(
         for f in o.failures:
             click.echo(f"job {o.id}: {redact(f)}", err=True)
     _name_unsupported(result.outcomes, reports, quiet=quiet)
+    if budget is not None and budget.reached is not None:
+        from ..lm.budget import raise_cap
+
+        total_claims = sum(o.claims for o in result.outcomes)
+        verified = total_claims - sum(o.errors + o.missing for o in result.outcomes)
+        click.echo(
+            f"budget reached: {verified} of {total_claims} claims verified; resume with a higher "
+            f"cap (veritrail batch {manifest} {raise_cap(budget)}: finished claims and cached "
+            "calls are reused)",
+            err=True,
+        )
     if ci.any:
         from ..cigate import incomplete_input
 
