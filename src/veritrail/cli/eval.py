@@ -12,7 +12,7 @@ import click
 
 from ..display import unpriced_models
 from ..method.config import VerifyConfig
-from .common import cache_option
+from .common import budget_options, cache_option
 from .common import fail as _fail
 
 # The method's defaults come from `VerifyConfig` (one source for every default, issue 15).
@@ -136,6 +136,7 @@ _INJECTED_METHODS = ("veritrail:q=1", "earliest-stage", "rag:k=15", "direct")
     default=None,
     help="Write the (converted) dataset in our format and stop.",
 )
+@budget_options
 def eval_cmd(
     dataset: str,
     methods: tuple[str, ...],
@@ -161,6 +162,8 @@ def eval_cmd(
     quiet: bool,
     progress_interval: float,
     save_dataset: str | None,
+    max_cost: float | None,
+    max_tokens: int | None,
 ) -> None:
     """Run detectors on DATASET and print a results table (rows = methods, columns = metrics).
 
@@ -222,6 +225,16 @@ def eval_cmd(
             model = spec.build()
         except (ValueError, RuntimeError, OSError) as exc:
             _fail(str(exc))
+    budget = _budget(max_cost, max_tokens)
+    if model is not None and budget is not None:
+        from ..lm.budget import NoPriceError, check_priced
+
+        try:
+            check_priced(model.name, model.price, budget)  # before any call: exit 2
+        except NoPriceError as exc:
+            asyncio.run(model.aclose())
+            _fail(str(exc))
+        model.budget = budget
     injected = ds.meta.get("source") == "injected"
     if injected and not methods:
         # Injected hallucinations: VeriTrail against the stage baseline (and RAG, direct).
@@ -291,6 +304,7 @@ def eval_cmd(
     run = asyncio.run(go())
     if injected:
         _print_injected(ds, run, fmt, out_dir, model_name, bootstrap, seed)
+        _budget_stop(budget, ds.n_claims)
         return
     summary = summarize(run, bootstrap=bootstrap, seed=seed)
     doc = summary_to_json(summary, run)
@@ -336,6 +350,46 @@ def eval_cmd(
         )
     if agree.is_reviewed(ds) and fmt != "json":
         _print_agreement(agree.agreements(ds, run), fmt, None)
+    _budget_stop(budget, ds.n_claims)
+
+
+def _budget(max_cost: float | None, max_tokens: int | None) -> Any:
+    """The eval's spending cap: the flags, else `VERITRAIL_MAX_COST` / `VERITRAIL_MAX_TOKENS`
+    (as for verify; eval reads no TOML file); None when neither is set."""
+    from .. import environment
+    from ..lm.budget import Budget
+    from ..run.settings import SettingsError, coerce_setting
+
+    given: dict[str, Any] = {"max_cost": max_cost, "max_tokens": max_tokens}
+    try:
+        for name, value in list(given.items()):
+            if value is not None:
+                given[name] = coerce_setting(name, value, f"option --{name.replace('_', '-')}")
+                continue
+            raw = environment.setting_value(name)
+            if raw is not None and raw.strip():
+                var = environment.setting_variable(name)
+                given[name] = coerce_setting(name, raw, f"environment {var}")
+    except SettingsError as exc:
+        _fail(str(exc))
+    if given["max_cost"] is None and given["max_tokens"] is None:
+        return None
+    return Budget(max_cost=given["max_cost"], max_tokens=given["max_tokens"])
+
+
+def _budget_stop(budget: Any, claims: int) -> None:
+    """Exit 3 with one line when the cap refused calls: the claims after it have no answer."""
+    if budget is None or budget.reached is None:
+        return
+    from ..lm.budget import raise_cap
+
+    click.echo(
+        f"{budget.reached}: calls after it were refused, so some of the {claims} claims were not "
+        "verified (failures in the table); run the same command with a higher cap "
+        f"({raise_cap(budget)}): the calls made are cached",
+        err=True,
+    )
+    sys.exit(3)
 
 
 def _print_agreement(ags: list[Any], fmt: str, out_dir: str | None) -> None:
