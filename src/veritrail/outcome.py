@@ -7,12 +7,12 @@ end-of-run printout (`run.summary`) all decide with these functions, so they can
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
+from typing import TYPE_CHECKING
 
-from .records import Verdict
+if TYPE_CHECKING:
+    from .report import ReportSource
 
 
 class ExitCode(IntEnum):
@@ -61,27 +61,28 @@ class GateResult:
     total: int
 
 
-def gate_failures(report: Mapping[str, Any], max_unsupported: float | None) -> GateResult | None:
+def gate_failures(report: ReportSource, max_unsupported: float | None) -> GateResult | None:
     """The `--max-unsupported` gate: a `GateResult` when the share of the report's claims whose
     final verdict is Not Fully Supported is above `max_unsupported`, else None (also with no
     gate or no claims). The share is over every claim of the report, errored ones included."""
     if max_unsupported is None:
         return None
-    claims = report.get("claims", [])
-    nfs = tuple(
-        (str(c["id"]), str(c.get("text", "")))
-        for c in claims
-        if c.get("verdict") == Verdict.NOT_FULLY_SUPPORTED.value
-    )
+    from .report import as_report  # the report's readers sit in this layer; imported on use
+
+    claims = as_report(report).claims
+    nfs = tuple((c.id, c.text) for c in claims if c.unsupported)
     if not gate_exceeded(len(nfs), len(claims), max_unsupported):
         return None
     return GateResult(max_unsupported, len(nfs) / len(claims), nfs, len(claims))
 
 
-def exit_code(report: Mapping[str, Any], max_unsupported: float | None) -> ExitCode:
+def exit_code(report: ReportSource, max_unsupported: float | None) -> ExitCode:
     """The run's exit status from its report: 3 when a claim ended in error (wins), else 1 when
     the share of Not Fully Supported claims is above `max_unsupported`, else 0."""
+    from .report import as_report
+
+    doc = as_report(report)
     return exit_status(
-        errors=bool(report["summary"]["verdicts"].get("error", 0)),
-        gate_failed=gate_failures(report, max_unsupported) is not None,
+        errors=bool(doc.summary.errors),
+        gate_failed=gate_failures(doc, max_unsupported) is not None,
     )

@@ -20,6 +20,7 @@ from .errors import InputProblem
 from .lm.demo import DEMO_LABEL, is_demonstration
 from .method.claims import claim_from_json, claim_to_json
 from .records import (
+    Claim,
     ClaimResult,
     Cost,
     ErrorStageStatus,
@@ -31,7 +32,15 @@ from .records import (
     Termination,
     Verdict,
 )
+from .report_model import ClaimDoc, DagDoc, ModelKind, ReportDoc, parse_claim, parse_report
 from .textio import atomic_write_text as atomic_write_text  # written here first; kept importable
+
+ReportSource = ReportDoc | Mapping[str, Any]
+"""What a reader of reports accepts: the typed model, or a report document (a dict as
+`build_report` and `read_report` give it, or a `Report`), validated once by `as_report`."""
+
+ClaimSource = ClaimDoc | Mapping[str, Any]
+"""One claim of a report: typed, or as the report (or a run store's results.jsonl) holds it."""
 
 REPORT_FORMAT = "veritrail-report"
 REPORT_VERSION = 3
@@ -70,10 +79,11 @@ def model_kind(model: str | None) -> str:
     return "judge"
 
 
-def report_model_kind(report: Mapping[str, Any]) -> tuple[str, str | None]:
+def report_model_kind(report: ReportSource) -> tuple[str, str | None]:
     """(kind, label) of a report: its own fields (version 3), else derived from its model."""
-    kind = report.get("model_kind") or model_kind(report.get("model"))
-    return str(kind), report.get("model_label", MODEL_LABELS.get(str(kind)))
+    doc = as_report(report)
+    kind = doc.model_kind.value if doc.model_kind is not None else model_kind(doc.model)
+    return kind, doc.model_label
 
 
 class ReportFormatError(InputProblem, ValueError):
@@ -193,6 +203,64 @@ def claim_from_dict(d: Mapping[str, Any]) -> ClaimResult:
         error=d.get("error"),
         issues=tuple(SelectionIssue.from_json(i) for i in d.get("issues", ())),
         score=d.get("score"),
+    )
+
+
+def claim_from_doc(c: ClaimDoc) -> ClaimResult:
+    """A typed report claim as the engine's record (what `claim_from_dict` gives for its
+    document)."""
+    cost = c.cost
+    return ClaimResult(
+        claim=Claim(c.id, c.text, tuple(c.sentence_indices)),
+        subclaims=tuple(c.subclaims),
+        verdict=c.verdict,
+        reasoning=c.reasoning,
+        termination=c.termination,
+        iterations=tuple(
+            Iteration(
+                index=it.index,
+                nodes_checked=tuple(it.nodes_checked),
+                carried_roots=tuple(it.carried_roots),
+                nodes_with_evidence=tuple(it.nodes_with_evidence),
+                evidence=tuple(
+                    SentenceRef(e.node_id, e.sentence_index, e.text) for e in it.evidence
+                ),
+                summaries=tuple(Summary(tuple(s.node_ids), s.text) for s in it.summaries),
+                dropped_ids=tuple(it.dropped_ids),
+                verdict=it.verdict,
+                reasoning=it.reasoning,
+                verdict_called_lm=it.verdict_called_lm,
+                compression_reruns=it.compression_reruns,
+                evidence_truncated=it.evidence_truncated,
+            )
+            for it in c.iterations
+        ),
+        provenance=tuple(tuple(p) for p in c.provenance),
+        error_stages=tuple(c.error_stages),
+        error_stage_status=c.error_stage_status,
+        cost=Cost(
+            lm_calls=cost.lm_calls,
+            cached_calls=cost.cached_calls,
+            input_tokens=cost.input_tokens,
+            output_tokens=cost.output_tokens,
+            dollars=cost.dollars if cost.dollars is not None else 0.0,
+            nodes_read=cost.nodes_read,
+            nodes_read_share=cost.nodes_read_share,
+            wall_seconds=cost.wall_seconds if cost.wall_seconds is not None else 0.0,
+            per_step={
+                k: StepCost(
+                    lm_calls=v.lm_calls,
+                    cached_calls=v.cached_calls,
+                    input_tokens=v.input_tokens,
+                    output_tokens=v.output_tokens,
+                    dollars=v.dollars,
+                )
+                for k, v in cost.per_step.items()
+            },
+        ),
+        error=c.error,
+        issues=tuple(SelectionIssue(i.kind, i.detail) for i in c.issues),
+        score=c.score,
     )
 
 
@@ -333,6 +401,69 @@ def read_report(path: str | Path) -> dict[str, Any]:
     return doc
 
 
+def migrate(doc: ReportDoc) -> ReportDoc:
+    """An older report as the current version reads it, the one place this is decided: a
+    version 1 or 2 report has no `model_kind` and `model_label`, derived from its model's name
+    (`model_kind`, `MODEL_LABELS`); version 1 has no claim reviews, which the model defaults to
+    none. `version` keeps what the file says."""
+    if doc.model_kind is not None:
+        return doc
+    kind = model_kind(doc.model)
+    update: dict[str, Any] = {"model_kind": ModelKind(kind)}
+    if "model_label" not in doc.model_fields_set:
+        update["model_label"] = MODEL_LABELS[kind]
+    return doc.model_copy(update=update)
+
+
+def as_report(report: ReportSource, *, source: str | Path | None = None) -> ReportDoc:
+    """The report as its typed model (`report_model.ReportDoc`), for the readers of reports:
+    each validates at its boundary with this, once, and reads attributes after. A `ReportDoc`
+    is returned as it is; a document is validated (`ReportContractError` naming the first
+    wrong field; with `source`, a `ReportFormatError` naming that file too) and migrated to the
+    current version (`migrate`)."""
+    if isinstance(report, ReportDoc):
+        return report
+    if source is None:
+        return migrate(parse_report(report))
+    from .report_model import ReportContractError
+
+    try:
+        return migrate(parse_report(report))
+    except ReportContractError as exc:
+        raise ReportFormatError(f"{source}: {exc}") from None
+
+
+def as_claim(claim: ClaimSource) -> ClaimDoc:
+    """One claim as its typed model (`report_model.ClaimDoc`), validated when it is not."""
+    return claim if isinstance(claim, ClaimDoc) else parse_claim(claim)
+
+
+def as_dag(dag: DagDoc | Mapping[str, Any]) -> DagDoc:
+    """A report's `dag` section as its typed model, validated when it is not."""
+    if isinstance(dag, DagDoc):
+        return dag
+    from pydantic import ValidationError
+
+    from .report_model import ReportContractError
+
+    try:
+        return DagDoc.model_validate(dag)
+    except ValidationError as exc:
+        raise ReportContractError(f"report field dag: {exc.errors()[0]['msg']}") from None
+
+
+def load_report_doc(path: str | Path) -> ReportDoc:
+    """A report file as its typed model: `read_report`'s checks, then `as_report`
+    (`ReportFormatError` naming the file and the first wrong field)."""
+    return as_report(read_report(path), source=path)
+
+
+def report_document(doc: ReportDoc) -> dict[str, Any]:
+    """A typed report back as the JSON document (the fields the file had, and the migrated
+    ones), for the writers that re-write a report (`runs.reviewing`)."""
+    return doc.model_dump(mode="json", exclude_unset=True, by_alias=True)
+
+
 def comparable(report: Mapping[str, Any]) -> dict[str, Any]:
     """The report without fields that differ between identical runs (timing, run metadata, and
     what the cache saved: cached calls and dollars)."""
@@ -350,14 +481,20 @@ def comparable(report: Mapping[str, Any]) -> dict[str, Any]:
     return doc  # type: ignore[no-any-return]
 
 
-def blamed_nodes(claim: Mapping[str, Any], roots: set[str], terminal: str) -> tuple[str, ...]:
+def blamed_nodes(claim: ClaimSource, roots: set[str], terminal: str) -> tuple[str, ...]:
     """The nodes behind a report claim's identified error stage (the HTML viewer's red dashed
     ring, docs/report.md): the non-root evidence nodes of its last Fully Supported round, or the
     final output when no round was; none when the stage is not identified. `roots` are the DAG's
     root ids and `terminal` its final output's, as the report's `dag` section gives them."""
-    if claim.get("error_stage_status") != "identified":
+    c = as_claim(claim)
+    if c.error_stage_status is not ErrorStageStatus.IDENTIFIED:
         return ()
-    for it in reversed(claim.get("iterations") or []):
-        if it.get("verdict") == Verdict.FULLY_SUPPORTED.value:
-            return tuple(str(n) for n in it.get("nodes_with_evidence", []) if n not in roots)
+    for it in reversed(c.iterations):
+        if it.verdict is Verdict.FULLY_SUPPORTED:
+            return tuple(str(n) for n in it.nodes_with_evidence if n not in roots)
     return (terminal,) if terminal else ()
+
+
+def dag_roots(dag: DagDoc) -> set[str]:
+    """The root ids among a report's drawn nodes (`dag.nodes_touched`)."""
+    return {n.id for n in dag.nodes_touched if n.is_root}

@@ -25,6 +25,9 @@ from .records import ErrorStageStatus, IssueKind, Termination, Verdict
 SCHEMA_FILE = Path(__file__).parent / "schemas" / "report.schema.json"
 SCHEMA_ID = "https://veritrail.dev/schemas/report-v3.json"
 
+NO_VERDICT = "error"
+"""The key of `summary.verdicts` that counts the claims with no verdict (they ended in error)."""
+
 NonNegInt = Annotated[int, Field(ge=0)]
 NonNegFloat = Annotated[float, Field(ge=0)]
 
@@ -168,6 +171,16 @@ class ClaimDoc(_Open):
     issues: list[IssueDoc] = Field(default_factory=list)
     cost: ClaimCostDoc
 
+    @property
+    def errored(self) -> bool:
+        """The claim could not be verified: it ended in error, or has no verdict."""
+        return self.termination is Termination.ERROR or self.verdict is None
+
+    @property
+    def unsupported(self) -> bool:
+        """The model's final verdict is Not Fully Supported (what the gate counts)."""
+        return self.verdict is Verdict.NOT_FULLY_SUPPORTED
+
 
 class DagNodeDoc(_Open):
     id: str
@@ -206,6 +219,20 @@ class SummaryDoc(_Open):
     error_stages: dict[str, NonNegInt] = Field(description="claims per error stage")
     cost: SummaryCostDoc
 
+    def count(self, verdict: Verdict | None) -> int:
+        """Claims whose final verdict is `verdict` (None: claims with none, `errors`)."""
+        return self.verdicts.get(NO_VERDICT if verdict is None else verdict.value, 0)
+
+    @property
+    def errors(self) -> int:
+        """Claims that could not be verified (no verdict)."""
+        return self.count(None)
+
+    @property
+    def stage_counts(self) -> dict[int, int]:
+        """Error stage -> claims, with the stages as numbers."""
+        return {int(k): v for k, v in self.error_stages.items()}
+
 
 class BatchJobDoc(_Open):
     job: str
@@ -228,6 +255,12 @@ class RunDoc(_Open):
     partial: bool = False
     claims_total: NonNegInt | None = None
     extraction_cost: dict[str, Any] | None = None
+
+    @property
+    def extraction(self) -> SummaryCostDoc | None:
+        """`extraction_cost` (the calls claim extraction made, outside any claim) typed; None
+        when the run recorded none."""
+        return SummaryCostDoc.model_validate(self.extraction_cost) if self.extraction_cost else None
 
 
 class ReportDoc(_Open):
@@ -265,14 +298,27 @@ class ReportContractError(InputProblem, ValueError):
     """A report that does not follow the typed contract (one line naming the first problem)."""
 
 
+def _problem(exc: ValidationError, what: str) -> ReportContractError:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or what
+    return ReportContractError(f"{what} field {where}: {first['msg']}")
+
+
 def parse_report(doc: Mapping[str, Any]) -> ReportDoc:
     """`doc` as a `ReportDoc`; `ReportContractError` naming the first field that is wrong."""
     try:
         return ReportDoc.model_validate(doc)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "the report"
-        raise ReportContractError(f"report field {where}: {first['msg']}") from None
+        raise _problem(exc, "report") from None
+
+
+def parse_claim(doc: Mapping[str, Any]) -> ClaimDoc:
+    """One claim of a report (or of a run store's results.jsonl) as a `ClaimDoc`;
+    `ReportContractError` naming the first field that is wrong."""
+    try:
+        return ClaimDoc.model_validate(doc)
+    except ValidationError as exc:
+        raise _problem(exc, "claim") from None
 
 
 def report_schema() -> dict[str, Any]:
@@ -301,6 +347,7 @@ if __name__ == "__main__":
 
 
 __all__ = [
+    "NO_VERDICT",
     "SCHEMA_FILE",
     "ClaimDoc",
     "DagDoc",
@@ -311,6 +358,7 @@ __all__ = [
     "ReviewDoc",
     "RunDoc",
     "SummaryDoc",
+    "parse_claim",
     "parse_report",
     "report_schema",
     "schema_text",

@@ -14,10 +14,13 @@ import importlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .outcome import ExitCode, exit_code
 from .records import ClaimResult, Verdict
+
+if TYPE_CHECKING:
+    from .report_model import ReportDoc
 
 TABLE_COLUMNS = (
     "id",
@@ -73,7 +76,7 @@ class Report(Mapping[str, Any]):
     report, the one its `run.max_unsupported` recorded; None, no gate, when it recorded none).
     """
 
-    __slots__ = ("_claims", "_doc", "max_unsupported", "path")
+    __slots__ = ("_claims", "_doc", "_typed", "max_unsupported", "path")
 
     def __init__(
         self,
@@ -83,6 +86,7 @@ class Report(Mapping[str, Any]):
         path: str | Path | None = None,
     ) -> None:
         self._doc: dict[str, Any] = dict(doc)
+        self._typed: ReportDoc | None = None
         self._claims: list[ClaimResult] | None = None
         self.max_unsupported = max_unsupported
         self.path: Path | None = Path(path) if path is not None else None
@@ -103,12 +107,22 @@ class Report(Mapping[str, Any]):
 
     # -- views --------------------------------------------------------------------------------
     @property
+    def doc(self) -> ReportDoc:
+        """The report as its typed model (`veritrail.report_model.ReportDoc`), validated on first
+        use (`ReportContractError` naming the first wrong field), an older version migrated."""
+        if self._typed is None:
+            from .report import as_report
+
+            self._typed = as_report(self._doc)
+        return self._typed
+
+    @property
     def claims(self) -> list[ClaimResult]:
         """Every claim's result, in the order of the input claims."""
         if self._claims is None:
-            from .report import claim_from_dict
+            from .report import claim_from_doc
 
-            self._claims = [claim_from_dict(c) for c in self._doc.get("claims", [])]
+            self._claims = [claim_from_doc(c) for c in self.doc.claims]
         return list(self._claims)
 
     @property
@@ -130,19 +144,19 @@ class Report(Mapping[str, Any]):
     @property
     def summary(self) -> ReportSummary:
         """Counts per verdict, the unsupported share, error stages and cost."""
-        s = self._doc.get("summary", {})
-        verdicts = {str(k): int(v) for k, v in s.get("verdicts", {}).items()}
-        n = int(s.get("claims", len(self._doc.get("claims", []))))
-        nfs = verdicts.get(Verdict.NOT_FULLY_SUPPORTED.value, 0)
+        s = self.doc.summary
+        verdicts = dict(s.verdicts)
+        n = s.claims
+        nfs = s.count(Verdict.NOT_FULLY_SUPPORTED)
         return ReportSummary(
             claims=n,
             verdicts=verdicts,
             unsupported=nfs,
             unsupported_share=nfs / n if n else 0.0,
-            errors=verdicts.get("error", 0),
-            terminations=dict(s.get("terminations", {})),
-            error_stages={int(k): int(v) for k, v in s.get("error_stages", {}).items()},
-            cost=dict(s.get("cost", {})),
+            errors=s.errors,
+            terminations=dict(s.terminations),
+            error_stages=s.stage_counts,
+            cost=s.cost.model_dump(exclude_unset=True),
         )
 
     @property
@@ -150,7 +164,7 @@ class Report(Mapping[str, Any]):
         """The exit status `veritrail verify` gives for this report: 3 when a claim could not be
         verified, else 1 when the share of Not Fully Supported claims is above
         `max_unsupported`, else 0."""
-        return exit_code(self._doc, self.max_unsupported)
+        return exit_code(self.doc, self.max_unsupported)
 
     @property
     def ok(self) -> bool:
@@ -160,7 +174,7 @@ class Report(Mapping[str, Any]):
     @property
     def run_dir(self) -> Path | None:
         """The run directory that holds this run (None when the run kept none)."""
-        d = self._doc.get("run", {}).get("run_dir")
+        d = self.doc.run.run_dir
         return Path(d) if d else None
 
     # -- outputs ------------------------------------------------------------------------------
@@ -184,25 +198,22 @@ class Report(Mapping[str, Any]):
 
     def rows(self) -> list[dict[str, Any]]:
         """One dict per claim with the `TABLE_COLUMNS` (what `to_pandas` tabulates)."""
-        out = []
-        for c in self._doc.get("claims", []):
-            cost = c.get("cost", {})
-            out.append(
-                {
-                    "id": c["id"],
-                    "text": c["text"],
-                    "verdict": c.get("verdict"),
-                    "termination": c.get("termination"),
-                    "error_stages": list(c.get("error_stages", [])),
-                    "provenance_paths": len(c.get("provenance", [])),
-                    "lm_calls": cost.get("lm_calls", 0),
-                    "input_tokens": cost.get("input_tokens", 0),
-                    "output_tokens": cost.get("output_tokens", 0),
-                    "dollars": cost.get("dollars", 0.0),
-                    "error": c.get("error"),
-                }
-            )
-        return out
+        return [
+            {
+                "id": c.id,
+                "text": c.text,
+                "verdict": c.verdict.value if c.verdict is not None else None,
+                "termination": c.termination.value,
+                "error_stages": list(c.error_stages),
+                "provenance_paths": len(c.provenance),
+                "lm_calls": c.cost.lm_calls,
+                "input_tokens": c.cost.input_tokens,
+                "output_tokens": c.cost.output_tokens,
+                "dollars": c.cost.dollars if c.cost.dollars is not None else 0.0,
+                "error": c.error,
+            }
+            for c in self.doc.claims
+        ]
 
     def to_pandas(self) -> Any:
         """A `pandas.DataFrame`, one row per claim (`TABLE_COLUMNS`). pandas is optional: the
@@ -225,11 +236,12 @@ def load_report(path: str | Path, *, max_unsupported: float | None = None) -> Re
     of the run that wrote the report, recorded as `run.max_unsupported`; a report that records
     none (no gate was set, or written by a version before it was recorded) gets no gate. Pass
     `1.0` to apply no gate to a report that recorded one."""
-    from .report import read_report
+    from .report import as_report, read_report
 
     doc = read_report(path)
+    typed = as_report(doc, source=path)  # validated once, here
     if max_unsupported is None:
-        recorded = doc.get("run", {}).get("max_unsupported")
-        if isinstance(recorded, int | float) and not isinstance(recorded, bool):
-            max_unsupported = float(recorded)
-    return Report(doc, max_unsupported=max_unsupported, path=path)
+        max_unsupported = typed.run.max_unsupported
+    report = Report(doc, max_unsupported=max_unsupported, path=path)
+    report._typed = typed
+    return report

@@ -344,13 +344,23 @@ def test_deep_chain_summary_prints_a_few_stage_rows() -> None:
     assert rows[-1][0] == f"{200_000 - 10:,} more stages"
     assert int(rows[-1][1]) == sum(per_stage.values()) - sum(int(c) for _, c in rows[:-1])
     report = {
+        "format": "veritrail-report",
+        "version": 3,
+        "model": "oracle",
+        "config": {},
         "summary": {
             "claims": 1,
             "verdicts": {"Not Fully Supported": 1},
             "error_stages": {str(k): v for k, v in per_stage.items()},
             "cost": {"lm_calls": 0, "input_tokens": 0, "output_tokens": 0, "dollars": 0.0},
         },
-        "dag": {"max_stage": 200_000, "nodes": 200_001},
+        "dag": {
+            "max_stage": 200_000,
+            "nodes": 200_001,
+            "terminal": "n200000",
+            "nodes_per_stage": {},
+            "nodes_touched": [],
+        },
         "claims": [],
     }
     from rich.console import Console

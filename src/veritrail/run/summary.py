@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console, Group
 from rich.table import Table
@@ -21,28 +21,34 @@ from ..display import fmt_duration as fmt_duration
 from ..display import fmt_int as fmt_int
 from ..outcome import GateResult as GateResult
 from ..outcome import gate_failures as gate_failures
-from ..records import Verdict
+from ..records import ErrorStageStatus, Verdict
+from ..report import ClaimSource, ReportSource, as_claim, as_dag, as_report, dag_roots
+from ..report_model import NO_VERDICT
+
+if TYPE_CHECKING:
+    from ..report_model import ClaimDoc, DagDoc, ReportDoc
 
 
-def model_line(report: Mapping[str, Any]) -> str:
+def model_line(report: ReportSource) -> str:
     """Who made the verdicts: "verdicts by demo/overlap (demonstration, not a judge)". A report
     of the embedded or a demonstration model says so wherever it is shown (report.model_kind)."""
     from ..report import report_model_kind
 
-    _, label = report_model_kind(report)
-    return f"verdicts by {report.get('model', '?')}" + (f" ({label})" if label else "")
+    doc = as_report(report)
+    _, label = report_model_kind(doc)
+    return f"verdicts by {doc.model}" + (f" ({label})" if label else "")
 
 
-def rerun_line(report: Mapping[str, Any]) -> str | None:
+def rerun_line(report: ReportSource) -> str | None:
     """On a re-run, how many claims the run directory already held and what this run did: the
     cost table sums every run of the directory, so without this line a run that called nothing
     reads as one that made all those calls in no time. None on a fresh run."""
-    run = report.get("run") or {}
-    resumed = int(run.get("resumed_claims") or 0)
-    total = int(report.get("summary", {}).get("claims", 0))
+    doc = as_report(report)
+    resumed = doc.run.resumed_claims or 0
+    total = doc.summary.claims
     if resumed <= 0:
         return None
-    where = f" in {run['run_dir']}" if run.get("run_dir") else " in the run directory"
+    where = f" in {doc.run.run_dir}" if doc.run.run_dir else " in the run directory"
     if resumed >= total:
         # Every claim came from the store, and with it the extracted claims: nothing was asked.
         return (
@@ -55,10 +61,11 @@ def rerun_line(report: Mapping[str, Any]) -> str | None:
     )
 
 
-def summary_tables(report: Mapping[str, Any], *, wall_seconds: float | None = None) -> Group:
+def summary_tables(report: ReportSource, *, wall_seconds: float | None = None) -> Group:
     """Verdicts, error stages and cost of a report, as rich tables."""
-    s = report["summary"]
-    n = s["claims"] or 1
+    doc = as_report(report)
+    s = doc.summary
+    n = s.claims or 1
     verdicts = Table(title="Verdicts", title_justify="left")
     verdicts.add_column("verdict")
     verdicts.add_column("claims", justify="right")
@@ -67,9 +74,9 @@ def summary_tables(report: Mapping[str, Any], *, wall_seconds: float | None = No
         Verdict.FULLY_SUPPORTED.value: "green",
         Verdict.NOT_FULLY_SUPPORTED.value: "red",
         Verdict.INCONCLUSIVE.value: "yellow",
-        "error": "bold red",
+        NO_VERDICT: "bold red",
     }
-    for label, count in s["verdicts"].items():
+    for label, count in s.verdicts.items():
         verdicts.add_row(
             Text(label, style=styles.get(label, "")), str(count), f"{100 * count / n:.0f}%"
         )
@@ -77,52 +84,49 @@ def summary_tables(report: Mapping[str, Any], *, wall_seconds: float | None = No
     stages = Table(title="Error stages", title_justify="left")
     stages.add_column("stage", justify="right")
     stages.add_column("claims", justify="right")
-    per_stage = {int(k): int(v) for k, v in s.get("error_stages", {}).items()}
-    max_stage = int(report.get("dag", {}).get("max_stage", 0))
-    for label, count in stage_rows(per_stage, max_stage):
-        stages.add_row(label, count)
-    not_id = sum(
-        1 for c in report.get("claims", []) if c.get("error_stage_status") == "not_identifiable"
-    )
+    for stage, claims in stage_rows(s.stage_counts, doc.dag.max_stage or 0):
+        stages.add_row(stage, claims)
+    not_id = sum(1 for c in doc.claims if c.error_stage_status is ErrorStageStatus.NOT_IDENTIFIABLE)
     stages.add_row("not identifiable", str(not_id))
 
-    c = s["cost"]
-    ext = report.get("run", {}).get("extraction_cost") or {}
-
-    def total(key: str) -> Any:
-        return c.get(key, 0) + ext.get(key, 0)
+    c = s.cost
+    ext = doc.run.extraction
+    calls = c.lm_calls + (ext.lm_calls if ext else 0)
+    cached = c.cached_calls + (ext.cached_calls if ext else 0)
+    tokens_in = c.input_tokens + (ext.input_tokens if ext else 0)
+    tokens_out = c.output_tokens + (ext.output_tokens if ext else 0)
+    dollars = (c.dollars or 0) + ((ext.dollars or 0) if ext else 0)
 
     cost = Table(title="Cost", title_justify="left")
     cost.add_column("figure")
     cost.add_column("value", justify="right")
-    cost.add_row("model calls", f"{total('lm_calls'):,}")
+    cost.add_row("model calls", f"{calls:,}")
     if ext:
-        cost.add_row("of which claim extraction", f"{ext.get('lm_calls', 0):,}")
-    cost.add_row("of which from cache", f"{total('cached_calls'):,}")
-    cost.add_row("input tokens", f"{total('input_tokens'):,}")
-    cost.add_row("output tokens", f"{total('output_tokens'):,}")
+        cost.add_row("of which claim extraction", f"{ext.lm_calls:,}")
+    cost.add_row("of which from cache", f"{cached:,}")
+    cost.add_row("input tokens", f"{tokens_in:,}")
+    cost.add_row("output tokens", f"{tokens_out:,}")
     # A model with no price counts 0 dollars: say "unknown" rather than show that 0 as a price.
-    unpriced = unpriced_models(report.get("run", {}).get("notes") or ())
-    cost.add_row("dollars", fmt_dollars(total("dollars"), unpriced))
-    dag_nodes = int(report.get("dag", {}).get("nodes", 0))
-    mean = float(c.get("nodes_read_mean", 0.0))
+    cost.add_row("dollars", fmt_dollars(dollars, unpriced_models(doc.run.notes)))
+    dag_nodes = doc.dag.nodes
+    mean = float(c.nodes_read_mean or 0.0)
     cost.add_row(
         "nodes read per claim",
         f"{mean:.1f}" + (f" ({100 * mean / dag_nodes:.1f}% of {dag_nodes:,})" if dag_nodes else ""),
     )
     if wall_seconds is not None:
         cost.add_row("wall time", fmt_duration(wall_seconds))
-    head: list[Text] = [Text(model_line(report), style="" if _judge(report) else "bold yellow")]
-    again = rerun_line(report)
+    head: list[Text] = [Text(model_line(doc), style="" if _judge(doc) else "bold yellow")]
+    again = rerun_line(doc)
     if again is not None:
         head.append(Text(again, style="bold"))
     return Group(*head, verdicts, stages, cost)
 
 
-def _judge(report: Mapping[str, Any]) -> bool:
+def _judge(doc: ReportDoc) -> bool:
     from ..report import report_model_kind
 
-    return report_model_kind(report)[0] == "judge"
+    return report_model_kind(doc)[0] == "judge"
 
 
 STAGE_ROWS = 10
@@ -161,12 +165,12 @@ def error_cause(error: str | None) -> str:
     return redact(first.strip()) or "unknown error"
 
 
-def error_groups(claims: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[str]]]:
+def error_groups(claims: Sequence[ClaimSource]) -> list[tuple[str, list[str]]]:
     """Errored claims of a report grouped by cause: (cause, claim ids), largest group first."""
     groups: dict[str, list[str]] = {}
-    for c in claims:
-        if c.get("termination") == "error" or c.get("verdict") is None:
-            groups.setdefault(error_cause(c.get("error")), []).append(str(c["id"]))
+    for c in map(as_claim, claims):
+        if c.errored:
+            groups.setdefault(error_cause(c.error), []).append(c.id)
     return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
 
 
@@ -176,7 +180,7 @@ def _ids(ids: Sequence[str], limit: int = 8) -> str:
 
 
 def outcome_lines(
-    report: Mapping[str, Any],
+    report: ReportSource,
     *,
     max_unsupported: float | None = None,
     run_dir: str | None = None,
@@ -193,7 +197,8 @@ def outcome_lines(
     from ..redaction import redact
 
     lines: list[str] = []
-    claims = report.get("claims", [])
+    doc = as_report(report)
+    claims = doc.claims
     if fatal:
         lines.append(
             f"error: the endpoint refused the run: {redact(fatal).rstrip('.')}. "
@@ -210,8 +215,8 @@ def outcome_lines(
         )
         for cause, ids in groups:
             lines.append(f"  {len(ids)} claim{'s' if len(ids) != 1 else ''}: {cause} ({_ids(ids)})")
-    gate = gate_failures(report, max_unsupported)
-    unsupported = unsupported_claims(report)
+    gate = gate_failures(doc, max_unsupported)
+    unsupported = unsupported_claims(doc)
     if quiet and gate is None:
         unsupported = []
     if gate is not None:
@@ -223,22 +228,20 @@ def outcome_lines(
     elif unsupported:
         # Named at every exit status, not only when a gate fails: CI logs show which claims.
         lines.append(f"{len(unsupported)} of {len(claims)} claims are Not Fully Supported:")
-    lines.extend(claim_lines(unsupported, limit=limit, dag=report.get("dag")))
+    lines.extend(claim_lines(unsupported, limit=limit, dag=doc.dag))
     return lines
 
 
-def unsupported_claims(report: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def unsupported_claims(report: ReportSource) -> list[ClaimDoc]:
     """The report's Not Fully Supported claims (the model's verdict, as the gate counts)."""
-    return [
-        c for c in report.get("claims", []) if c.get("verdict") == Verdict.NOT_FULLY_SUPPORTED.value
-    ]
+    return [c for c in as_report(report).claims if c.unsupported]
 
 
 def claim_lines(
-    claims: Sequence[Mapping[str, Any]],
+    claims: Sequence[ClaimSource],
     *,
     limit: int = 20,
-    dag: Mapping[str, Any] | None = None,
+    dag: DagDoc | Mapping[str, Any] | None = None,
 ) -> list[str]:
     """One indented line per claim (id, text cut to 100 characters, error stage and, with the
     report's `dag` section, the nodes blamed for it: "error stage 2, node summary-2"), at most
@@ -246,23 +249,22 @@ def claim_lines(
     from ..redaction import redact
     from ..report import blamed_nodes
 
-    dag = dag or {}
-    terminal = str(dag.get("terminal") or "")
-    roots = {str(n.get("id")) for n in dag.get("nodes_touched", []) if n.get("is_root")}
+    typed_dag = as_dag(dag) if dag else None
+    roots = dag_roots(typed_dag) if typed_dag is not None else set()
     lines = []
-    for c in claims[:limit]:
-        short = shorten(str(c.get("text", "")), 100)
-        blamed = blamed_nodes(c, roots, terminal) if dag else ()
-        lines.append(f"  {c['id']}: {redact(short)} ({redact(_stage_text(c, blamed))})")
+    for c in map(as_claim, claims[:limit]):
+        short = shorten(c.text, 100)
+        blamed = blamed_nodes(c, roots, typed_dag.terminal) if typed_dag is not None else ()
+        lines.append(f"  {c.id}: {redact(short)} ({redact(_stage_text(c, blamed))})")
     if len(claims) > limit:
         lines.append(f"  … and {len(claims) - limit} more (see the report)")
     return lines
 
 
-def _stage_text(claim: Mapping[str, Any], blamed: Sequence[str] = ()) -> str:
+def _stage_text(claim: ClaimDoc, blamed: Sequence[str] = ()) -> str:
     """The claim's error stages in words, with the blamed nodes ("error stage 2, node summary-2",
     "no identifiable error stage")."""
-    stages = [str(s) for s in claim.get("error_stages") or []]
+    stages = [str(s) for s in claim.error_stages]
     if not stages:
         return "no identifiable error stage"
     nodes = f", node{'s' if len(blamed) > 1 else ''} {', '.join(blamed)}" if blamed else ""
@@ -270,7 +272,7 @@ def _stage_text(claim: Mapping[str, Any], blamed: Sequence[str] = ()) -> str:
 
 
 def print_outcome(
-    report: Mapping[str, Any],
+    report: ReportSource,
     *,
     max_unsupported: float | None = None,
     run_dir: str | None = None,
@@ -288,7 +290,7 @@ def print_outcome(
 
 
 def print_summary(
-    report: Mapping[str, Any], *, console: Console | None = None, wall_seconds: float | None = None
+    report: ReportSource, *, console: Console | None = None, wall_seconds: float | None = None
 ) -> None:
     """Print `summary_tables` (to stdout by default)."""
     (console or Console()).print(summary_tables(report, wall_seconds=wall_seconds))
