@@ -335,11 +335,14 @@ def test_genai_semconv_spans_give_the_agent_dag(encoding: str, tmp_path: Path) -
     }
     res = dag_from_trace(f)
     dag = res.dag
-    # The agent's user message and the tool's result are the roots (its system instructions are
-    # configuration); the tool-calling turn wrote no text; the answer read both roots.
-    assert {dag.node(r).text for r in dag.roots} == {PLAN_Q, WEATHER}
+    # The agent's user message and the tool call with its result are the roots (its system
+    # instructions are configuration); the tool-calling turn wrote no text; the answer read both
+    # roots (the call's node through its result).
+    call = f'Tool call get_weather(city="Oslo") returned:\n{WEATHER}'
+    assert {dag.node(r).text for r in dag.roots} == {PLAN_Q, call}
     assert dag.node(dag.terminal).text == PLAN
-    assert {dag.node(s).text for s in dag.sources(dag.terminal)} == {PLAN_Q, WEATHER}
+    assert {dag.node(s).text for s in dag.sources(dag.terminal)} == {PLAN_Q, call}
+    assert {lk.how for lk in res.links} == {"exact", "result"}
     assert res.no_text == {"EMBEDDING": 1, "OTHER": 1}
     assert any("no output text" in n.note for n in res.unmatched)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .calls import tool_call_text
 from .index import Index
 from .matching import STATS, Matcher, Node, common_words, document_frequencies
 from .model import Kind, TraceError, TraceSpan
@@ -48,6 +49,10 @@ class Builder:
         self.no_text: dict[str, int] = {}
         self.gen_of_span: dict[str, str] = {}
         self.gen_ids: list[str] = []
+        self.call_ids: list[str] = []
+        """Nodes of tool calls (a call and its result), linked also by their result."""
+        self.by_result: dict[str, str] = {}
+        """A tool call's result (normalised) → its node."""
 
     def _new_id(self, prefix: str) -> str:
         n = self.counters.get(prefix, 0) + 1
@@ -89,6 +94,20 @@ class Builder:
         nid = self._new_id(prefix)
         self._record(Node(nid, text.strip(), norm, origin, at, spans=[s.id], names=[s.name]))
 
+    def _tool_call(self, s: TraceSpan, at: tuple[int, int]) -> None:
+        """One root for a tool call whose arguments were recorded: the call and its result."""
+        outputs = [o.strip() for o in s.outputs if o.strip()]
+        text = tool_call_text(s.call, "\n\n".join(outputs) if outputs else None)
+        before = len(self.nodes)
+        self._add_root(text, "tool", "tool", s, at)
+        if len(self.nodes) == before:
+            return  # the same call and result again, or derived text
+        node = next(reversed(self.nodes.values()))
+        node.results = tuple(p for p in map(normalize, outputs) if p)
+        self.call_ids.append(node.id)
+        for part in node.results:
+            self.by_result.setdefault(part, node.id)
+
     def _candidates(
         self, readable: Callable[[Node], bool], norm_input: str, folded: str
     ) -> tuple[list[Node], set[int]]:
@@ -116,6 +135,18 @@ class Builder:
             m = self.matcher.match(n, raw_input, norm_input, folded, anchored)
             if m is not None:
                 found[n.id] = m
+        # A tool call's node words the call its own way; the input holds the call's result.
+        by_result = False
+        for nid in self.call_ids:
+            n = self.nodes[nid]
+            if nid in found or not readable(n):
+                continue
+            occ = sorted(iv for part in n.results for iv in occurrences(norm_input, part))
+            if occ:
+                found[nid] = ("result", 100.0, "", occ)
+                by_result = True
+        if by_result:
+            found = dict(sorted(found.items(), key=lambda kv: self.nodes[kv[0]].rank))
         # A node found only inside another matched node's occurrence reached the generation
         # through that node: no direct edge.
         keep: list[str] = []
@@ -259,6 +290,8 @@ class Builder:
             elif s.kind in (Kind.RETRIEVER, Kind.RERANKER):
                 for d in s.documents:
                     self._add_root(d, "document", "doc", s, (t, s.seq))
+            elif s.kind is Kind.TOOL and s.call:
+                self._tool_call(s, (t, s.seq))
             elif s.kind is Kind.TOOL:
                 for o in s.outputs:
                     self._add_root(o, "tool", "tool", s, (t, s.seq))
@@ -284,7 +317,8 @@ class Builder:
                 )
             )
             return tid
-        hits = [self.by_norm.get(normalize(t)) for t in leaves]
+        # An agent's final state lists its messages: a tool's result there is its call's node.
+        hits = [self.by_norm.get(k, self.by_result.get(k)) for k in map(normalize, leaves)]
         gen_hits = list(dict.fromkeys(h for h in hits if h in gen_ids))
         whole = "\n\n".join(t.strip() for t in leaves)
         if len(gen_hits) == 1 and all(h is not None for h in hits):

@@ -29,6 +29,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from .calls import call_statement
 from .model import Kind, parse_embedded, text_leaves
 
 _OPERATIONS = {
@@ -218,4 +219,20 @@ def genai_texts(kind: Kind, attrs: Mapping[str, Any]) -> tuple[list[str], list[s
     return inputs, outputs, documents
 
 
-__all__ = ["genai_kind", "genai_texts"]
+def genai_call(kind: Kind, attrs: Mapping[str, Any]) -> str:
+    """A tool span's call as a statement (``gen_ai.tool.name`` and ``gen_ai.tool.call.arguments``,
+    or OpenLLMetry's ``traceloop.entity.name`` and ``traceloop.entity.input``); "" for other
+    kinds or when the name or the arguments were not recorded."""
+    if kind is not Kind.TOOL:
+        return ""
+    name = attrs.get("gen_ai.tool.name")
+    args = attrs.get("gen_ai.tool.call.arguments")
+    if not isinstance(name, str) or not name.strip() or args is None:
+        name = attrs.get("traceloop.entity.name")
+        args = _entity(attrs.get("traceloop.entity.input"))
+    if not isinstance(name, str) or not name.strip() or args is None:
+        return ""
+    return call_statement(name, args)
+
+
+__all__ = ["genai_call", "genai_kind", "genai_texts"]

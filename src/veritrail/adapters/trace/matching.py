@@ -29,7 +29,8 @@ class Node:
     text: str
     norm: str
     origin: str
-    """``input``, ``document``, ``tool``, ``prompt``, ``generation`` or ``output``."""
+    """``input``, ``document``, ``tool`` (a tool's output, or a tool call and its result),
+    ``prompt``, ``generation`` or ``output``."""
     avail: tuple[int, int]
     """(time, seq) from which later generations may read it."""
     sources: list[str] = field(default_factory=list)
@@ -37,6 +38,10 @@ class Node:
     names: list[str] = field(default_factory=list)
     rank: int = 0
     """Creation order: candidates found through the indexes are tested in this order."""
+    results: tuple[str, ...] = ()
+    """A tool call's node: its result texts, normalised. The prompts of later generations hold
+    the result but seldom the call as this node words it, so a result found there links the
+    node (`Builder._link`)."""
 
 
 PREFILTER_MIN_LEN = 4

@@ -101,6 +101,9 @@ class TraceSpan:
     """Texts it returned: an LLM's generation(s), a chain's or tool's output leaves."""
     documents: tuple[str, ...] = ()
     """Retrieved (or reranked) documents."""
+    call: str = ""
+    """A tool span's call as a statement (``book(flight="LH 400")``: `calls.call_statement`) when
+    the trace recorded its name and arguments; its node then holds the call and its result."""
 
 
 # Keys of serialized objects that never hold pipeline text (ids, metadata, tool-call plumbing).
@@ -118,6 +121,7 @@ _SKIP_KEYS = frozenset(
         "usage_metadata",
         "metadata",
         "tool_calls",
+        "tool_call",
         "invalid_tool_calls",
         "tool_call_id",
         "generation_info",

@@ -29,7 +29,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from .genai import genai_kind, genai_texts
+from .calls import call_statement
+from .genai import genai_call, genai_kind, genai_texts
 from .model import Kind, TraceError, TraceSpan, parse_embedded, text_leaves, unique
 
 _INDEXED = re.compile(r"^(?P<prefix>[a-z_.]+?)\.(?P<i>\d+)\.(?P<rest>.+)$")
@@ -102,10 +103,12 @@ def span_from_attributes(
     inputs: list[str] = []
     outputs: list[str] = []
     documents: list[str] = []
+    call = ""
     genai = genai_kind(attrs) if "openinference.span.kind" not in attrs else None
     if genai is not None:
         kind = genai
         inputs, outputs, documents = genai_texts(kind, attrs)
+        call = genai_call(kind, attrs)
     elif kind is Kind.LLM:
         # Every message, system ones included: a RAG prompt often carries its context there.
         inputs = _indexed(attrs, "llm.input_messages", "message.content")
@@ -125,6 +128,12 @@ def span_from_attributes(
             inputs = list(text_leaves(attrs["input.value"]))
         if attrs.get("output.value") is not None:
             outputs = list(text_leaves(attrs["output.value"]))
+        if kind is Kind.TOOL and attrs.get("input.value") is not None:
+            # The call the agent made: evidence of what it did, beside what the tool returned.
+            tool = attrs.get("tool.name")
+            call = call_statement(
+                tool if isinstance(tool, str) and tool else name, attrs["input.value"]
+            )
     elif kind is Kind.RETRIEVER:
         documents = _indexed(attrs, "retrieval.documents", "document.content")
         if attrs.get("input.value") is not None:
@@ -143,6 +152,7 @@ def span_from_attributes(
         inputs=unique(inputs),
         outputs=unique(outputs),
         documents=unique(documents),
+        call=call,
     )
 
 

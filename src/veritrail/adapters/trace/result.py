@@ -16,7 +16,8 @@ class Link:
     source: str
     target: str
     how: str
-    """``exact``, ``normalized`` (whitespace) or ``fuzzy``."""
+    """``exact``, ``normalized`` (whitespace), ``fuzzy``, or ``result`` (a tool call's node
+    whose result the input holds: `matching.Node.results`)."""
     score: float
     """100 for containment; the best sentence score for fuzzy links."""
     sentences: str = ""
