@@ -9,8 +9,8 @@ A call's cost is known only after it. So before it starts, the call *reserves* a
 
 - tokens: its prompt at one token per 3 UTF-8 bytes (plus 4 per message; a BPE vocabulary needs
   fewer for English, about 1 per CJK character, which is 3 bytes) plus its reply limit
-  (`GenerateConfig.max_tokens`), or, without one, the largest reply seen so far and at least
-  `DEFAULT_REPLY_RESERVE` tokens;
+  (`GenerateConfig.max_tokens`), or, without one, the longest reply this budget has counted so
+  far (`DEFAULT_REPLY_RESERVE` tokens before the first reply);
 - dollars: those tokens at the model's price (`lm.pricing.Price`).
 
 A call starts only if what was spent, plus what the calls in flight reserved, plus its own
@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     from .pricing import Price
 
 DEFAULT_REPLY_RESERVE = 1024
-"""Reply tokens a call without a reply limit reserves (more once a longer reply was seen)."""
+"""Reply tokens a call without a reply limit reserves before any reply was counted (after that,
+the longest reply counted: a fixed large figure stopped runs a few calls short of their cap)."""
 
 _MESSAGE_OVERHEAD = 4
 """Tokens a chat message costs beyond its text (role and separators), for the estimate."""
@@ -106,7 +107,7 @@ class Budget:
         self._reserved_dollars = 0.0
         self._calls = 0
         self._refused = 0
-        self._longest_reply = DEFAULT_REPLY_RESERVE
+        self._longest_reply: int | None = None
         self.reached: str | None = None
         """Why no further call starts (set by the first refused call), or None."""
 
@@ -144,7 +145,8 @@ class Budget:
         a `--max-cost` run refuses an unpriced model before any call, `check_priced`)."""
         prompt = prompt_estimate(messages)
         with self._lock:
-            reply = max_reply if max_reply is not None else self._longest_reply
+            seen = self._longest_reply
+            reply = max_reply if max_reply is not None else seen or DEFAULT_REPLY_RESERVE
             tokens = prompt + reply
             dollars = price.dollars(prompt, reply) if price is not None else 0.0
             if self.reached is None:
@@ -180,7 +182,7 @@ class Budget:
             self._tokens += input_tokens + output_tokens
             self._dollars += dollars
             self._calls += 1
-            self._longest_reply = max(self._longest_reply, output_tokens)
+            self._longest_reply = max(self._longest_reply or 0, output_tokens)
 
     def release(self, reservation: Reservation) -> None:
         """Drop the reservation of a call that failed or was cancelled (it cost nothing)."""
