@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+import reportkit
 from scalekit import assert_linear
 from veritrail.batch.summary import (
     JobOutcome,
@@ -281,16 +282,13 @@ def diff_reports(n: int, seed: int = 0) -> tuple[dict[str, Any], dict[str, Any]]
     def report(claims: list[dict[str, Any]]) -> dict[str, Any]:
         nodes = [{"id": f"r{i}", "stage": 1, "is_root": True} for i in range(4000)]
         nodes += [{"id": f"s{i}", "stage": 2, "is_root": False} for i in range(400)]
-        return {
-            "format": "veritrail-report",
-            "version": 1,
-            "model": "openai/bench",
-            "config": {},
-            "dag": {"terminal": "t", "max_stage": 3, "nodes_touched": nodes},
-            "summary": {},
-            "claims": claims,
-            "run": {},
-        }
+        # Complete documents (the diff validates its reports: report_model), version 1.
+        return reportkit.report(
+            claims,
+            version=1,
+            model="openai/bench",
+            dag={"terminal": "t", "max_stage": 3, "nodes_touched": nodes},
+        )
 
     a_claims, b_claims = [], []
     for i in range(n):

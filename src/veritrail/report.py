@@ -383,6 +383,16 @@ def write_report(report: Mapping[str, Any], path: str | Path) -> None:
     atomic_write_text(path, indented_json(redact_obj(report)))
 
 
+def is_readable_report(doc: object) -> bool:
+    """`doc` (parsed JSON) says it is a VeriTrail report of a version this code reads (its
+    fields are checked by `as_report`)."""
+    return (
+        isinstance(doc, dict)
+        and doc.get("format") == REPORT_FORMAT
+        and doc.get("version") in READABLE_VERSIONS
+    )
+
+
 def read_report(path: str | Path) -> dict[str, Any]:
     """Read a report, checking its format and version."""
     from .textio import InputError, read_input_json
@@ -393,7 +403,7 @@ def read_report(path: str | Path) -> dict[str, Any]:
         raise ReportFormatError(str(exc)) from None
     if not isinstance(doc, dict) or doc.get("format") != REPORT_FORMAT:
         raise ReportFormatError(f'{path}: not a VeriTrail report (no "format": "{REPORT_FORMAT}")')
-    if doc.get("version") not in READABLE_VERSIONS:
+    if not is_readable_report(doc):
         readable = " and ".join(str(v) for v in READABLE_VERSIONS)
         raise ReportFormatError(
             f"{path}: report version {doc.get('version')!r}, this veritrail reads {readable}"

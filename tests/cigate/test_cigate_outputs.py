@@ -314,7 +314,8 @@ def test_diff_reports_newly_unsupported_claims(quickstart: dict[str, Any], tmp_p
     b = quickstart["report"]
     a = copy.deepcopy(b)
     for c in a["claims"]:
-        c["verdict"], c["error_stages"], c["error_stage_status"] = "Fully Supported", [], None
+        c["verdict"], c["error_stages"] = "Fully Supported", []
+        c["error_stage_status"] = "not_applicable"
     a["summary"]["verdicts"] = {**a["summary"]["verdicts"], "Fully Supported": 4}
     a["summary"]["verdicts"]["Not Fully Supported"] = 0
     (tmp_path / "a.json").write_text(json.dumps(a))

@@ -18,8 +18,8 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
+import reportkit
 from veritrail.cli.main import cli, main
-from veritrail.report import REPORT_FORMAT, REPORT_VERSION
 from veritrail.runs.diff import (
     claim_key,
     compare,
@@ -246,14 +246,9 @@ def report(claims: list[dict[str, Any]], terminal: str = "t") -> dict[str, Any]:
     nodes = [{"id": f"r{i}", "is_root": True} for i in range(5)] + [
         {"id": f"s{i}", "is_root": False} for i in range(5)
     ]
-    return {
-        "format": REPORT_FORMAT,
-        "version": REPORT_VERSION,
-        "model": "test/model",
-        "dag": {"terminal": terminal, "max_stage": 3, "nodes_touched": nodes},
-        "claims": claims,
-        "run": {},
-    }
+    return reportkit.report(
+        claims, dag={"terminal": terminal, "max_stage": 3, "nodes_touched": nodes}
+    )
 
 
 def diff_of(a: list[dict[str, Any]], b: list[dict[str, Any]], **kw: Any) -> Any:

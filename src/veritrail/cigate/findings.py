@@ -18,7 +18,15 @@ from typing import Any
 from ..display import shorten
 from ..records import Verdict
 from ..redaction import redact_obj
-from ..report import blamed_nodes, report_model_kind
+from ..report import (
+    ReportSource,
+    as_report,
+    blamed_nodes,
+    dag_roots,
+    report_document,
+    report_model_kind,
+)
+from ..report_model import ClaimDoc, ReportDoc
 
 TOOL_NAME = "veritrail"
 
@@ -110,92 +118,97 @@ def _json_string(s: str) -> str:
     return json.dumps(s, ensure_ascii=False)
 
 
-def _kind(claim: Mapping[str, Any]) -> Kind:
-    verdict = claim.get("verdict")
-    if claim.get("termination") == "error" or verdict is None:
+def _kind(claim: ClaimDoc) -> Kind:
+    if claim.errored:
         return Kind.ERROR
-    if verdict == Verdict.NOT_FULLY_SUPPORTED.value:
+    if claim.verdict is Verdict.NOT_FULLY_SUPPORTED:
         return Kind.UNSUPPORTED
-    if verdict == Verdict.INCONCLUSIVE.value:
+    if claim.verdict is Verdict.INCONCLUSIVE:
         return Kind.INCONCLUSIVE
     return Kind.PASSED
 
 
-def trail_lines(claim: Mapping[str, Any]) -> Iterator[str]:
+def trail_lines(claim: ClaimDoc) -> Iterator[str]:
     """The claim's evidence trail, round by round, as plain lines."""
-    for sub in claim.get("subclaims") or []:
+    for sub in claim.subclaims:
         yield f"sub-claim: {sub}"
-    for it in claim.get("iterations") or []:
-        checked = ", ".join(str(n) for n in it.get("nodes_checked", []))
-        yield f"round {it.get('index')}: checked {checked or '(none)'}"
-        for e in it.get("evidence") or []:
-            yield f"  evidence {e.get('node_id')}#{e.get('sentence_index')}: {e.get('text')}"
-        for s in it.get("summaries") or []:
-            yield f"  summary of {', '.join(s.get('node_ids', []))}: {s.get('text')}"
-        yield f"  verdict {it.get('verdict')}: {it.get('reasoning') or ''}".rstrip()
-    for path in claim.get("provenance") or []:
-        yield "provenance: " + " -> ".join(str(n) for n in path)
-    review = claim.get("review")
-    if isinstance(review, Mapping) and review.get("verdict"):
+    for it in claim.iterations:
+        checked = ", ".join(it.nodes_checked)
+        yield f"round {it.index}: checked {checked or '(none)'}"
+        for e in it.evidence:
+            yield f"  evidence {e.node_id}#{e.sentence_index}: {e.text}"
+        for s in it.summaries:
+            yield f"  summary of {', '.join(s.node_ids)}: {s.text}"
+        yield f"  verdict {it.verdict}: {it.reasoning or ''}".rstrip()
+    for path in claim.provenance:
+        yield "provenance: " + " -> ".join(path)
+    review = claim.review
+    if review is not None:
         where = ""
-        if review.get("error_stage") is not None:
-            nodes = ", ".join(str(n) for n in review.get("nodes") or [])
-            where = f", error stage {review.get('error_stage')}" + (
-                f", node {nodes}" if nodes else ""
-            )
-        yield f"reviewed: {review.get('verdict')}{where} ({review.get('reason') or 'no reason'})"
+        if review.error_stage is not None:
+            nodes = ", ".join(review.nodes)
+            where = f", error stage {review.error_stage}" + (f", node {nodes}" if nodes else "")
+        yield f"reviewed: {review.verdict}{where} ({review.reason or 'no reason'})"
 
 
-def report_findings(report: Mapping[str, Any]) -> tuple[Finding, ...]:
+def _redacted(report: ReportSource) -> ReportDoc:
+    """The report typed, every string of it redacted (validated once: a typed report is
+    re-read from its redacted document)."""
+    if isinstance(report, ReportDoc):
+        report = report_document(report)
+    return as_report(redact_obj(report))
+
+
+def report_findings(report: ReportSource) -> tuple[Finding, ...]:
     """Every claim of a report as a `Finding`, in report order (the report is redacted first)."""
-    report = redact_obj(report)
-    dag = report.get("dag") or {}
-    terminal = str(dag.get("terminal") or "")
-    roots = {str(n.get("id")) for n in dag.get("nodes_touched", []) if n.get("is_root")}
+    return _findings(_redacted(report))
+
+
+def _findings(doc: ReportDoc) -> tuple[Finding, ...]:
+    terminal = doc.dag.terminal
+    roots = dag_roots(doc.dag)
     out = []
-    for c in report.get("claims", []):
+    for c in doc.claims:
         kind = _kind(c)
-        seconds = (c.get("cost") or {}).get("wall_seconds")
-        error = c.get("error")
+        seconds = c.cost.wall_seconds
         out.append(
             Finding(
-                claim_id=str(c.get("id")),
-                text=str(c.get("text", "")),
+                claim_id=c.id,
+                text=c.text,
                 kind=kind,
-                verdict=c.get("verdict"),
-                reasoning=str(c.get("reasoning") or ""),
-                stages=tuple(int(s) for s in c.get("error_stages") or []),
+                verdict=c.verdict.value if c.verdict is not None else None,
+                reasoning=c.reasoning or "",
+                stages=tuple(c.error_stages),
                 nodes=blamed_nodes(c, roots, terminal) if kind is Kind.UNSUPPORTED else (),
                 trail="\n".join(trail_lines(c)),
-                error=str(error) if error else None,
-                seconds=float(seconds) if isinstance(seconds, int | float) else None,
+                error=c.error or None,
+                seconds=float(seconds) if seconds is not None else None,
             )
         )
     return tuple(out)
 
 
 def report_input(
-    report: Mapping[str, Any],
+    report: ReportSource,
     *,
     name: str | None = None,
     dag_uri: str | None = None,
     dag_text: str | None = None,
 ) -> GateInput:
     """A report as one `GateInput` (its suite named `name`, else by its DAG path)."""
-    dag_path = str((report.get("dag") or {}).get("path") or "")
-    model = report.get("model")
-    model_name = model.get("name", "") if isinstance(model, Mapping) else model
-    kind, label = report_model_kind(report)
+    doc = _redacted(report)
+    dag_path = doc.dag.path or ""
+    kind, label = report_model_kind(doc)
     # An oracle run is a test fixture, not a verdict anyone mistakes for a judge's.
     label = label if kind in ("demonstration", "embedded") else None
-    props = [("model", str(model_name or "")), ("model_label", label or ""), ("dag", dag_path)]
+    props = [("model", doc.model), ("model_label", label or ""), ("dag", dag_path)]
     return GateInput(
         model_label=label,
         name=name or dag_path or "veritrail",
-        findings=report_findings(report),
+        findings=_findings(doc),
         dag_uri=dag_uri if dag_uri is not None else (dag_path or None),
         dag_text=dag_text,
-        properties=tuple((k, str(redact_obj(v))) for k, v in props if v),
+        properties=tuple((k, v) for k, v in props if v),
     )
 
 

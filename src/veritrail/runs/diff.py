@@ -33,14 +33,15 @@ from __future__ import annotations
 import contextlib
 import gc
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputProblem
-from ..records import Verdict
-from ..report import blamed_nodes
+from ..records import ErrorStageStatus, Verdict
+from ..report import ClaimSource, ReportSource, as_claim, as_report, blamed_nodes, dag_roots
+from ..report_model import ReportContractError, RunDoc
 from .diffstats import DEFAULT_RESAMPLES, DEFAULT_SEED, Outcomes, ShareDifference, share_difference
 from .keys import normalize_claim_text
 
@@ -49,7 +50,6 @@ DIFF_VERSION = 2
 """2 added each change's `trail_moved` and `counts.trail_moved` (docs/runs.md)."""
 
 UNSUPPORTED = Verdict.NOT_FULLY_SUPPORTED.value
-_VERDICTS = frozenset(v.value for v in Verdict)
 
 _PAIR_BY_SOURCES_LIMIT = 2500
 """Duplicates of one key are paired by shared sources while |A dups| x |B dups| stays under
@@ -124,7 +124,7 @@ class Side:
     model: str
     terminal: str
     max_stage: int
-    run: Mapping[str, Any]
+    run: RunDoc
     claims: tuple[ClaimView, ...]
     run_id: str | None = None
     """The run directory's name (the runs index's run id), when known."""
@@ -143,7 +143,7 @@ class Side:
             "model": self.model,
             "terminal": self.terminal,
             "run_id": self.run_id,
-            "started": self.run.get("started"),
+            "started": self.run.started,
             "claims": n,
             "unsupported": self.unsupported,
             "unsupported_share": round(self.unsupported / n, 6) if n else None,
@@ -288,38 +288,37 @@ def gate_failed(diff: Diff, max_new_unsupported: int | None) -> bool:
 
 
 def claim_view(
-    claim: Mapping[str, Any], roots: set[str], terminal: str, *, use_reviews: bool = True
+    claim: ClaimSource, roots: set[str], terminal: str, *, use_reviews: bool = True
 ) -> ClaimView:
     """One report claim as the diff sees it. A claim's `review` (report version 2) overrides its
-    verdict when `use_reviews` and the review names a verdict."""
-    model_verdict = claim.get("verdict")
-    review = claim.get("review") if use_reviews else None
-    reviewed = isinstance(review, Mapping) and review.get("verdict") in _VERDICTS
-    verdict = review["verdict"] if reviewed and isinstance(review, Mapping) else model_verdict
+    verdict when `use_reviews`."""
+    c = as_claim(claim)
+    model_verdict = c.verdict.value if c.verdict is not None else None
+    review = c.review if use_reviews else None
+    verdict = review.verdict.value if review is not None else model_verdict
     evidence: set[str] = set()
     sources: set[str] = set()
-    for it in claim.get("iterations") or []:
-        for e in it.get("evidence") or []:
-            evidence.add(f"{e['node_id']}#{e['sentence_index']}")
-            if e["node_id"] in roots:
-                sources.add(e["node_id"])
-    sources.update(str(p[-1]) for p in claim.get("provenance") or [] if p)
-    text = str(claim.get("text", ""))
-    stages = tuple(int(s) for s in claim.get("error_stages") or ())
-    status = str(claim.get("error_stage_status", "not_applicable"))
-    entered = blamed_nodes(claim, roots, terminal)
-    if reviewed and isinstance(review, Mapping) and review.get("error_stage") is not None:
+    for it in c.iterations:
+        for e in it.evidence:
+            evidence.add(f"{e.node_id}#{e.sentence_index}")
+            if e.node_id in roots:
+                sources.add(e.node_id)
+    sources.update(p[-1] for p in c.provenance if p)
+    stages = tuple(c.error_stages)
+    status = c.error_stage_status.value
+    entered = blamed_nodes(c, roots, terminal)
+    if review is not None and review.error_stage is not None:
         # A person set where the content entered (`veritrail review --stage --node`).
-        stages = (int(review["error_stage"]),)
-        status = "identified"
-        entered = tuple(str(n) for n in review.get("nodes") or ())
+        stages = (review.error_stage,)
+        status = ErrorStageStatus.IDENTIFIED.value
+        entered = tuple(review.nodes)
     return ClaimView(
-        id=str(claim["id"]),
-        text=text,
-        key=claim_key(text),
+        id=c.id,
+        text=c.text,
+        key=claim_key(c.text),
         verdict=verdict,
         model_verdict=model_verdict,
-        reviewed=reviewed,
+        reviewed=review is not None,
         error_stages=stages,
         error_stage_status=status,
         entered_at=entered,
@@ -329,37 +328,31 @@ def claim_view(
 
 
 def side_from_report(
-    report: Mapping[str, Any],
+    report: ReportSource,
     *,
     label: str,
     path: str = "",
     use_reviews: bool = True,
     run_id: str | None = None,
 ) -> Side:
-    """A side from a report dict (any version this veritrail reads)."""
-    dag = report.get("dag") or {}
-    roots = {n["id"] for n in dag.get("nodes_touched") or [] if n.get("is_root")}
-    terminal = str(dag.get("terminal", ""))
-    claims = report.get("claims")
-    if not isinstance(claims, list):
-        raise DiffInputError(f"{path or label}: the report has no claims list")
+    """A side from a report (any version this veritrail reads)."""
     try:
-        views = tuple(claim_view(c, roots, terminal, use_reviews=use_reviews) for c in claims)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise DiffInputError(
-            f"{path or label}: a claim of the report is malformed ({exc!r})"
-        ) from None
-    run = dict(report.get("run") or {})
-    run_dir = run.get("run_dir")
+        doc = as_report(report)
+    except ReportContractError as exc:
+        raise DiffInputError(f"{path or label}: {exc}") from None
+    roots = dag_roots(doc.dag)
+    terminal = doc.dag.terminal
+    views = tuple(claim_view(c, roots, terminal, use_reviews=use_reviews) for c in doc.claims)
+    run_dir = doc.run.run_dir
     return Side(
         label=label,
         path=path,
-        model=str(report.get("model", "")),
+        model=doc.model,
         terminal=terminal,
-        max_stage=int(dag.get("max_stage") or 0),
-        run=run,
+        max_stage=doc.dag.max_stage or 0,
+        run=doc.run,
         claims=views,
-        run_id=run_id or (Path(str(run_dir)).name if run_dir else None),
+        run_id=run_id or (Path(run_dir).name if run_dir else None),
     )
 
 
@@ -401,7 +394,7 @@ def read_report(path: str | Path) -> dict[str, Any]:
     fixed fields of each claim and copies none of the rest, and the walk was half the time of
     reading a large report. Anything but a report of a version this veritrail reads goes through
     `read_report`, whose checks and messages decide."""
-    from ..report import READABLE_VERSIONS, REPORT_FORMAT, ReportFormatError, read_report
+    from ..report import ReportFormatError, is_readable_report, read_report
     from ..textio import InputError, parse_json, read_input_text
 
     try:
@@ -410,12 +403,8 @@ def read_report(path: str | Path) -> dict[str, Any]:
             doc = parse_json(text, path, "report", max_depth=None)
     except InputError as exc:
         raise ReportFormatError(str(exc)) from None
-    if (
-        isinstance(doc, dict)
-        and doc.get("format") == REPORT_FORMAT
-        and doc.get("version") in READABLE_VERSIONS
-    ):
-        return doc
+    if is_readable_report(doc):
+        return doc  # type: ignore[no-any-return]
     return read_report(path)
 
 
