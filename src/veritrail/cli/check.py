@@ -20,8 +20,16 @@ from .verify import run_command
 
 
 @click.command(epilog=EXIT_CODES_HELP)
-@click.argument("answer", type=click.Path(dir_okay=False, allow_dash=True))
-@click.argument("sources", nargs=-1, required=True)
+@click.argument("answer", type=click.Path(dir_okay=False, allow_dash=True), required=False)
+@click.argument("sources", nargs=-1)
+@click.option(
+    "--conversation",
+    "conversation",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Check the last assistant message of this chat transcript (OpenAI chat messages, JSON) "
+    "against the turns, tool calls and tool results before it, instead of ANSWER and SOURCE.",
+)
 @claims_options("the answer")
 @click.option(
     "--chunk-sentences",
@@ -38,8 +46,9 @@ from .verify import run_command
 @run_options
 @ci_options
 def check(
-    answer: str,
+    answer: str | None,
     sources: tuple[str, ...],
+    conversation: str | None,
     chunk_sentences: int | None,
     chunk_tokens: int | None,
     **options: Any,
@@ -49,9 +58,19 @@ def check(
     ANSWER and every SOURCE are UTF-8 text files; SOURCE may be a glob (quote it: 'docs/*.md'),
     and one of them may be `-` for stdin. Without --claims, claims are extracted from the answer
     (--question gives the question it answered). Every option of `veritrail verify` applies.
+
+    With --conversation FILE (and no ANSWER or SOURCE), the last assistant message of a chat
+    transcript is checked against the messages, tool calls and tool results before it; each
+    assistant message is a stage, so the error stage names the one that first said it.
     """
 
     def inputs() -> dict[str, Any]:
+        if conversation is not None:
+            return _conversation_inputs(
+                conversation, answer, sources, chunk_sentences, chunk_tokens
+            )
+        if answer is None or not sources:
+            raise JobInputError("give ANSWER and at least one SOURCE (or --conversation FILE)")
         paths = expand_paths(sources)
         if answer == STDIN and STDIN in paths:
             raise JobInputError("stdin (-) can be read only once")
@@ -66,3 +85,28 @@ def check(
         return {"dag": dag, "extra_inputs": files}
 
     run_command(options, inputs)
+
+
+def _conversation_inputs(
+    path: str,
+    answer: str | None,
+    sources: tuple[str, ...],
+    chunk_sentences: int | None,
+    chunk_tokens: int | None,
+) -> dict[str, Any]:
+    """`--conversation FILE`: the transcript's DAG (`adapters.conversation`)."""
+    from pathlib import Path
+
+    from ..adapters.conversation import read_conversation
+    from ..run.job import InMemoryDag
+
+    if answer is not None or sources:
+        raise JobInputError("--conversation FILE takes no ANSWER or SOURCE: the file holds both")
+    if chunk_sentences is not None or chunk_tokens is not None:
+        raise JobInputError(
+            "--chunk-sentences and --chunk-tokens cut SOURCE files, not a conversation"
+        )
+    if path == STDIN or not Path(path).is_file():
+        raise JobInputError(f"conversation file {path} not found")
+    dag = InMemoryDag(read_conversation(path), name=Path(path).stem or "conversation")
+    return {"dag": dag, "extra_inputs": [("conversation file", path)]}
