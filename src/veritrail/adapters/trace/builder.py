@@ -49,6 +49,8 @@ class Builder:
         self.no_text: dict[str, int] = {}
         self.gen_of_span: dict[str, str] = {}
         self.gen_ids: list[str] = []
+        self.top_ids: set[str] = set()
+        """The spans whose parent is not in the trace (`build` sets them)."""
         self.call_ids: list[str] = []
         """Nodes of tool calls (a call and its result), linked also by their result."""
         self.by_result: dict[str, str] = {}
@@ -93,6 +95,19 @@ class Builder:
                     return
         nid = self._new_id(prefix)
         self._record(Node(nid, text.strip(), norm, origin, at, spans=[s.id], names=[s.name]))
+
+    def _add_turn(self, text: str, s: TraceSpan) -> None:
+        """An earlier user turn of the conversation in a prompt: what the user said is text from
+        outside. Not when it holds recorded text (a template over a document, a generation's
+        output): that text reaches the generation by itself."""
+        norm = normalize(text)
+        if not norm or norm in self.by_norm or word_count(text) < self.settings.min_root_words:
+            return
+        for nid in self.index.contained_in(norm):
+            n = self.nodes[nid]
+            if n.avail[0] <= s.start and occurrences(norm, n.norm):
+                return
+        self._add_root(text, "input", "turn", s, (s.start, -1))
 
     def _tool_call(self, s: TraceSpan, at: tuple[int, int]) -> None:
         """One root for a tool call whose arguments were recorded: the call and its result."""
@@ -225,6 +240,11 @@ class Builder:
             return
         raw_input = "\n\n".join(s.inputs)
         start = (s.start, s.seq)
+        # A conversation's earlier user turns; the last one too for a call that is the trace's
+        # top (no chain's input holds it). One user message at the top: the prompt is the root.
+        top = s.id in self.top_ids
+        for turn in (s.turns if len(s.turns) > 1 else ()) if top else s.turns[:-1]:
+            self._add_turn(turn, s)
 
         def readable(n: Node) -> bool:
             # Finished before this generation started (texts from outside: by then).
@@ -268,7 +288,7 @@ class Builder:
         """Process the spans in time order; returns (terminal id, top-level span ids)."""
         ids = {s.id for s in self.spans}
         top = [s for s in self.spans if s.parent_id is None or s.parent_id not in ids]
-        top_ids = {s.id for s in top}
+        top_ids = self.top_ids = {s.id for s in top}
         # (time, phase, seq): ends before starts at the same instant, so a generation that ended
         # when a chain started is there for the derived-text check.
         events: list[tuple[int, int, int, str, TraceSpan]] = []

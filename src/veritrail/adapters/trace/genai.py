@@ -235,4 +235,26 @@ def genai_call(kind: Kind, attrs: Mapping[str, Any]) -> str:
     return call_statement(name, args)
 
 
-__all__ = ["genai_call", "genai_kind", "genai_texts"]
+def genai_turns(kind: Kind, attrs: Mapping[str, Any]) -> list[str]:
+    """An LLM span's user turns: the texts of the user messages of its prompt
+    (``gen_ai.input.messages``, or the indexed ``gen_ai.prompt.N``), in order."""
+    if kind is not Kind.LLM:
+        return []
+    turns: list[str] = []
+    if "gen_ai.input.messages" in attrs:
+        parsed = _json(attrs["gen_ai.input.messages"])
+        for msg in parsed if isinstance(parsed, list) else []:
+            if isinstance(msg, dict) and str(msg.get("role", "")).lower() == "user":
+                turns.append("\n\n".join(_parts([msg], output=False)))
+    else:
+        for k in sorted(
+            (k for k in attrs if (m := _INDEXED.match(k)) and m.group(1) == "prompt"),
+            key=lambda k: int(k.split(".")[2]),
+        ):
+            i = k.split(".")[2]
+            if str(attrs.get(f"gen_ai.prompt.{i}.role", "")).lower() == "user":
+                turns.append("\n\n".join(_content_text(attrs[k])))
+    return [t for t in turns if t.strip()]
+
+
+__all__ = ["genai_call", "genai_kind", "genai_texts", "genai_turns"]

@@ -101,6 +101,10 @@ class TraceSpan:
     """Texts it returned: an LLM's generation(s), a chain's or tool's output leaves."""
     documents: tuple[str, ...] = ()
     """Retrieved (or reranked) documents."""
+    turns: tuple[str, ...] = ()
+    """An LLM span's user turns: the user messages of its prompt, in order. The earlier ones (a
+    conversation's history), and the last too when the span is the trace's top, become roots
+    (`builder.Builder`)."""
     call: str = ""
     """A tool span's call as a statement (``book(flight="LH 400")``: `calls.call_statement`) when
     the trace recorded its name and arguments; its node then holds the call and its result."""

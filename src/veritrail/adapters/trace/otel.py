@@ -30,7 +30,7 @@ from datetime import datetime
 from typing import Any
 
 from .calls import call_statement
-from .genai import genai_call, genai_kind, genai_texts
+from .genai import genai_call, genai_kind, genai_texts, genai_turns
 from .model import Kind, TraceError, TraceSpan, parse_embedded, text_leaves, unique
 
 _INDEXED = re.compile(r"^(?P<prefix>[a-z_.]+?)\.(?P<i>\d+)\.(?P<rest>.+)$")
@@ -104,11 +104,13 @@ def span_from_attributes(
     outputs: list[str] = []
     documents: list[str] = []
     call = ""
+    turns: list[str] = []
     genai = genai_kind(attrs) if "openinference.span.kind" not in attrs else None
     if genai is not None:
         kind = genai
         inputs, outputs, documents = genai_texts(kind, attrs)
         call = genai_call(kind, attrs)
+        turns = genai_turns(kind, attrs)
     elif kind is Kind.LLM:
         # Every message, system ones included: a RAG prompt often carries its context there.
         inputs = _indexed(attrs, "llm.input_messages", "message.content")
@@ -120,6 +122,7 @@ def span_from_attributes(
                 inputs = [p for p in prompts if isinstance(p, str)]
         if not inputs and attrs.get("input.value") is not None:
             inputs = _all_strings(attrs["input.value"])
+        turns = _user_turns(attrs)
         outputs = _indexed(attrs, "llm.output_messages", "message.content")
         if not outputs and attrs.get("output.value") is not None:
             outputs = _generation_texts(attrs["output.value"])
@@ -127,7 +130,9 @@ def span_from_attributes(
         if attrs.get("input.value") is not None:
             inputs = list(text_leaves(attrs["input.value"]))
         if attrs.get("output.value") is not None:
-            outputs = list(text_leaves(attrs["output.value"]))
+            outputs = _state_reply(attrs["output.value"]) or list(
+                text_leaves(attrs["output.value"])
+            )
         if kind is Kind.TOOL and attrs.get("input.value") is not None:
             # The call the agent made: evidence of what it did, beside what the tool returned.
             tool = attrs.get("tool.name")
@@ -152,8 +157,50 @@ def span_from_attributes(
         inputs=unique(inputs),
         outputs=unique(outputs),
         documents=unique(documents),
+        turns=unique(turns),
         call=call,
     )
+
+
+_USER_ROLES = frozenset({"user", "human"})
+
+
+def _state_reply(value: Any) -> list[str]:
+    """The reply of an agent whose output is its whole chat state (LangGraph's
+    ``{"messages": [...]}``): the last message's text, not the history it ends; [] otherwise."""
+    doc = parse_embedded(value, None) if isinstance(value, str) else value
+    if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
+        return []
+    messages = doc["messages"]
+    if not messages or not isinstance(messages[-1], dict):
+        return []
+    return list(text_leaves(messages[-1]))
+
+
+def _user_turns(attrs: Mapping[str, Any]) -> list[str]:
+    """The user messages of an LLM span's ``llm.input_messages``, in order."""
+    turns: list[tuple[int, str]] = []
+    for k, v in attrs.items():
+        m = _INDEXED.match(k)
+        if (
+            m is None
+            or m.group("prefix") != "llm.input_messages"
+            or m.group("rest") != "message.role"
+            or str(v).lower() not in _USER_ROLES
+        ):
+            continue
+        i = m.group("i")
+        text = "\n\n".join(
+            _indexed(
+                {a: b for a, b in attrs.items() if a.startswith(f"llm.input_messages.{i}.")},
+                "llm.input_messages",
+                "message.content",
+            )
+        )
+        if text.strip():
+            turns.append((int(i), text))
+    turns.sort()
+    return [t for _, t in turns]
 
 
 def _all_strings(value: Any) -> list[str]:
