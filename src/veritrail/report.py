@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -354,6 +354,33 @@ def build_report(
     return report
 
 
+def with_claim_reviews(
+    report: Mapping[str, Any], review_of: Callable[[str], Mapping[str, Any] | None]
+) -> dict[str, Any]:
+    """A copy of a report document (any readable version) as the current version, each claim
+    with the ``review`` object `review_of(claim id)` gives (none: the claim has no review, a
+    stale one is dropped). The model's ``verdict`` is never changed. Claims are copied one level
+    deep. The one place a report's document is edited after `build_report`; `runs.reviews`
+    decides what a review object holds."""
+    out = dict(report)
+    claims = []
+    for c in report.get("claims", []):
+        claim = dict(c)
+        claim.pop("review", None)
+        got = review_of(str(claim.get("id")))
+        if got is not None:
+            claim["review"] = dict(got)
+        claims.append(claim)
+    out["claims"] = claims
+    out["version"] = REPORT_VERSION
+    if "model_kind" not in out:
+        # Brought up to this version: say what made the verdicts, as a new report does.
+        kind = model_kind(out.get("model"))
+        out["model_kind"] = kind
+        out["model_label"] = out.get("model_label", MODEL_LABELS[kind])
+    return out
+
+
 def indented_json(doc: Any) -> str:
     """`doc` as the JSON text reports, run files and batch summaries are written in: indented
     by 2 spaces, UTF-8 characters as they are (not \\u escapes), and a final newline.
@@ -383,14 +410,20 @@ def write_report(report: Mapping[str, Any], path: str | Path) -> None:
     atomic_write_text(path, indented_json(redact_obj(report)))
 
 
+def report_header_problem(doc: object) -> str | None:
+    """Why parsed JSON is not a report this code reads (not a VeriTrail report, or a version it
+    does not know), or None when it is one (its fields are checked by `as_report`)."""
+    if not isinstance(doc, dict) or doc.get("format") != REPORT_FORMAT:
+        return f'not a VeriTrail report (no "format": "{REPORT_FORMAT}")'
+    if doc.get("version") not in READABLE_VERSIONS:
+        readable = " and ".join(str(v) for v in READABLE_VERSIONS)
+        return f"report version {doc.get('version')!r}, this veritrail reads {readable}"
+    return None
+
+
 def is_readable_report(doc: object) -> bool:
-    """`doc` (parsed JSON) says it is a VeriTrail report of a version this code reads (its
-    fields are checked by `as_report`)."""
-    return (
-        isinstance(doc, dict)
-        and doc.get("format") == REPORT_FORMAT
-        and doc.get("version") in READABLE_VERSIONS
-    )
+    """`doc` (parsed JSON) says it is a VeriTrail report of a version this code reads."""
+    return report_header_problem(doc) is None
 
 
 def read_report(path: str | Path) -> dict[str, Any]:
@@ -401,14 +434,10 @@ def read_report(path: str | Path) -> dict[str, Any]:
         doc = read_input_json(path, "report")  # the input rules of every file (textio)
     except InputError as exc:
         raise ReportFormatError(str(exc)) from None
-    if not isinstance(doc, dict) or doc.get("format") != REPORT_FORMAT:
-        raise ReportFormatError(f'{path}: not a VeriTrail report (no "format": "{REPORT_FORMAT}")')
-    if not is_readable_report(doc):
-        readable = " and ".join(str(v) for v in READABLE_VERSIONS)
-        raise ReportFormatError(
-            f"{path}: report version {doc.get('version')!r}, this veritrail reads {readable}"
-        )
-    return doc
+    problem = report_header_problem(doc)
+    if problem is not None:
+        raise ReportFormatError(f"{path}: {problem}")
+    return doc  # type: ignore[no-any-return]
 
 
 def migrate(doc: ReportDoc) -> ReportDoc:

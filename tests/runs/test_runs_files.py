@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import reportkit
 from runsynth import write_run
 from veritrail.run import spec, store
 from veritrail.runs import layout
@@ -64,8 +65,9 @@ def test_claim_keys_ignore_case_spacing_and_punctuation() -> None:
     )
     assert normalize_claim_text("Ｆｕｌｌ ｗｉｄｔｈ") == "full width"  # NFKC
     assert len(claim_text_key("x")) == 16
-    assert claim_sources({"provenance": [["m1", "r2"], ["m1", "r1"], ["m2", "r2"]]}) == ("r1", "r2")
-    assert claim_sources({"provenance": []}) == ()
+    paths = [["m1", "r2"], ["m1", "r1"], ["m2", "r2"]]
+    assert claim_sources(reportkit.claim(provenance=paths)) == ("r1", "r2")
+    assert claim_sources(reportkit.claim(provenance=[])) == ()
 
 
 def test_read_run_dir_figures(tmp_path: Path) -> None:

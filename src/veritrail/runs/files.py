@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import InputProblem
-from ..records import Verdict
+from ..records import Claim, Verdict
+from ..report_model import ClaimDoc, ReportContractError, parse_claim
 from ..textio import read_regular_bytes
 from .keys import claim_sources, claim_text_key
 from .layout import (
@@ -197,34 +199,99 @@ def _load_json(path: Path) -> Any:
         raise RunDirError(f"{path}: cannot read it: {exc}") from None
 
 
-def load_run_json(path: str | Path) -> dict[str, Any]:
+class RunJson(BaseModel):
+    """run.json as this module reads it (the run layer's file; `run.store` writes it): the
+    fields the index shows, read leniently (a field of another type is a `RunDirError`)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, coerce_numbers_to_str=True)
+
+    format: str
+    fingerprint: str = ""
+    model: str = ""
+    status: str = "running"
+    created: float = 0.0
+    updated: float = 0.0
+    inputs: dict[str, Any] | None = None
+    extra: dict[str, Any] | None = None
+
+    @property
+    def dag_path(self) -> str | None:
+        """The DAG file the run verified (run.json's `inputs.dag.path`), when it names one."""
+        dag = (self.inputs or {}).get("dag")
+        path = dag.get("path") if isinstance(dag, dict) else None
+        return str(path) if path else None
+
+    @property
+    def extraction_cost(self) -> ClaimCostTotals:
+        """The calls claim extraction made outside any claim (`extra.extraction_cost`)."""
+        return ClaimCostTotals.model_validate((self.extra or {}).get("extraction_cost") or {})
+
+
+class ClaimCostTotals(BaseModel):
+    """Calls and dollars of a cost block (what the index sums)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    lm_calls: int = 0
+    dollars: float = 0.0
+
+
+class _StoredClaim(BaseModel):
+    """One entry of claims.json (the claims file's objects: `method.claims`)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, coerce_numbers_to_str=True)
+
+    id: str
+    text: str = ""
+    sentence_indices: list[int] = []
+
+
+def load_run_json(path: str | Path) -> RunJson:
     """run.json's document, format-checked (`RunDirError`)."""
     p = Path(path)
     run = _load_json(p / RUN_FILE)
-    if not isinstance(run, dict) or run.get("format") != RUN_FORMAT:
-        raise RunDirError(f'{p / RUN_FILE}: not a VeriTrail run (no "format": "{RUN_FORMAT}")')
-    return run
+    not_a_run = RunDirError(f'{p / RUN_FILE}: not a VeriTrail run (no "format": "{RUN_FORMAT}")')
+    try:
+        doc = RunJson.model_validate(run)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        if not isinstance(run, dict) or first["loc"][:1] == ("format",):
+            raise not_a_run from None
+        where = ".".join(str(x) for x in first["loc"])
+        raise RunDirError(
+            f"{p}: unexpected content in the run files: {p / RUN_FILE} field {where}: "
+            f"{first['msg']}"
+        ) from None
+    if doc.format != RUN_FORMAT:
+        raise not_a_run
+    return doc
 
 
-def load_claims(path: str | Path) -> list[Any]:
+def load_claims(path: str | Path) -> list[Claim]:
     """claims.json's list of claims (`RunDirError`)."""
     p = Path(path)
     doc = _load_json(p / CLAIMS_FILE)
     if not isinstance(doc, list):
         raise RunDirError(f"{p / CLAIMS_FILE}: not a list of claims")
-    return doc
+    try:
+        entries = [_StoredClaim.model_validate(c) for c in doc]
+    except ValidationError as exc:
+        raise RunDirError(
+            f"{p / CLAIMS_FILE}: not a list of claims ({exc.errors()[0]['msg']})"
+        ) from None
+    return [Claim(c.id, c.text, tuple(c.sentence_indices)) for c in entries]
 
 
-def read_results(path: str | Path) -> dict[str, dict[str, Any]]:
-    """results.jsonl's last result line per claim id; reading stops at a torn or unreadable
-    line (what the run store discards too)."""
+def read_results(path: str | Path) -> dict[str, ClaimDoc]:
+    """results.jsonl's last result line per claim id, each a report claim (`ClaimDoc`); reading
+    stops at a torn or unreadable line (what the run store discards too)."""
     return _read_results(Path(path))[0]
 
 
-def _read_results(path: Path) -> tuple[dict[str, dict[str, Any]], bool]:
+def _read_results(path: Path) -> tuple[dict[str, ClaimDoc], bool]:
     """`read_results`, and whether the file was cut short (a torn last line, or a line that
     is not a result: what follows it is not read)."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, ClaimDoc] = {}
     f = path / RESULTS_FILE
     try:
         data = read_regular_bytes(f)
@@ -239,9 +306,10 @@ def _read_results(path: Path) -> tuple[dict[str, dict[str, Any]], bool]:
             continue
         try:
             doc = orjson.loads(line)
-            out[str(doc["id"])] = doc
-        except (orjson.JSONDecodeError, KeyError, TypeError):
+            claim = parse_claim(doc if isinstance(doc, dict) else {})
+        except (orjson.JSONDecodeError, ReportContractError):
             return out, True
+        out[claim.id] = claim
     return out, torn
 
 
@@ -293,23 +361,22 @@ def _meta_field(dag_path: str | None, key: str) -> str | None:
 
 def _claim_record(
     position: int,
-    claim: Mapping[str, Any],
-    result: Mapping[str, Any] | None,
+    claim: Claim,
+    result: ClaimDoc | None,
     review: ClaimReview | None,
 ) -> ClaimRecord:
-    src = result if result is not None else claim
     return ClaimRecord(
         position=position,
-        claim_id=str(claim["id"]),
-        text=str(claim.get("text", "")),
-        key=claim_text_key(str(claim.get("text", ""))),
-        sources=claim_sources(src) if result is not None else (),
-        sentence_indices=tuple(int(i) for i in claim.get("sentence_indices") or ()),
-        verdict=result.get("verdict") if result is not None else None,
-        termination=result.get("termination") if result is not None else None,
-        error_stages=tuple(int(s) for s in (result or {}).get("error_stages") or ()),
-        error_stage_status=result.get("error_stage_status") if result is not None else None,
-        score=result.get("score") if result is not None else None,
+        claim_id=claim.id,
+        text=claim.text,
+        key=claim_text_key(claim.text),
+        sources=claim_sources(result) if result is not None else (),
+        sentence_indices=claim.sentence_indices,
+        verdict=result.verdict.value if result is not None and result.verdict else None,
+        termination=result.termination.value if result is not None else None,
+        error_stages=tuple(result.error_stages) if result is not None else (),
+        error_stage_status=result.error_stage_status.value if result is not None else None,
+        score=result.score if result is not None else None,
         review=review,
     )
 
@@ -331,19 +398,16 @@ def read_run_dir(path: str | Path) -> RunRecord:
     lm_calls = 0
     try:
         for i, c in enumerate(claims_doc):
-            r = results.get(str(c["id"]))
-            claims.append(_claim_record(i, c, r, reviews.get(str(c["id"]))))
+            r = results.get(c.id)
+            claims.append(_claim_record(i, c, r, reviews.get(c.id)))
             if r is not None:
-                cost = r.get("cost") or {}
-                dollars += float(cost.get("dollars", 0.0))
-                lm_calls += int(cost.get("lm_calls", 0))
-        inputs = run.get("inputs") or {}
-        extra = run.get("extra") or {}
-        extraction = extra.get("extraction_cost") or {}
-        dollars += float(extraction.get("dollars", 0.0))
-        lm_calls += int(extraction.get("lm_calls", 0))
-        dag_path = (inputs.get("dag") or {}).get("path")
-        status = str(run.get("status", "running"))
+                dollars += r.cost.dollars or 0.0
+                lm_calls += r.cost.lm_calls
+        extraction = run.extraction_cost
+        dollars += extraction.dollars
+        lm_calls += extraction.lm_calls
+        dag_path = run.dag_path
+        status = run.status
         warning = None
         if torn:
             # A run whose results were cut (a disk full, a copy interrupted) is not what
@@ -358,14 +422,14 @@ def read_run_dir(path: str | Path) -> RunRecord:
                 status = "incomplete"
         return RunRecord(
             path=p,
-            fingerprint=str(run.get("fingerprint", "")),
+            fingerprint=run.fingerprint,
             dag=dag_name(p, dag_path),
             pipeline=pipeline_name(dag_path),
             dag_path=dag_path,
-            model=str(run.get("model", "")),
+            model=run.model,
             status=status,
-            created=float(run.get("created", 0.0)),
-            updated=float(run.get("updated", 0.0)),
+            created=run.created,
+            updated=run.updated,
             claims=tuple(claims),
             dollars=round(dollars, 6),
             lm_calls=lm_calls,
@@ -391,6 +455,7 @@ __all__ = [
     "SIGNATURE_FILES",
     "ClaimRecord",
     "RunDirError",
+    "RunJson",
     "RunRecord",
     "dag_name",
     "find_run_dirs",

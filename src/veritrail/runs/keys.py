@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
-from typing import Any
+
+from ..report import ClaimSource, as_claim
 
 _NOT_WORD = re.compile(r"[\W_]+", re.UNICODE)
 
@@ -34,11 +34,10 @@ def claim_text_key(text: str) -> str:
     return digest[:KEY_LENGTH]
 
 
-def claim_sources(claim: Mapping[str, Any]) -> tuple[str, ...]:
+def claim_sources(claim: ClaimSource) -> tuple[str, ...]:
     """The root nodes a report claim's provenance paths end at, sorted (none for a claim without
     provenance, e.g. one judged Not Fully Supported)."""
-    paths: Sequence[Sequence[str]] = claim.get("provenance") or ()
-    return tuple(sorted({str(p[-1]) for p in paths if p}))
+    return tuple(sorted({p[-1] for p in as_claim(claim).provenance if p}))
 
 
 __all__ = ["KEY_LENGTH", "claim_sources", "claim_text_key", "normalize_claim_text"]

@@ -87,7 +87,7 @@ def add_review(
         claims = load_claims(p)
     except RunDirError as exc:
         raise ReviewError(str(exc)) from None
-    ids = {str(c.get("id")) for c in claims if isinstance(c, Mapping)}
+    ids = {c.id for c in claims}
     if claim_id not in ids:
         raise ReviewError(f"{p}: the run has no claim {claim_id!r} ({len(ids)} claims)")
     v = parse_verdict(verdict)
@@ -107,7 +107,7 @@ def add_review(
         reason=redact(text),
         author=redact(who),
         time=time or now_utc(),
-        model_verdict=result.get("verdict") if result is not None else None,
+        model_verdict=result.verdict.value if result is not None and result.verdict else None,
         error_stage=where[0] if where else None,
         nodes=where[1] if where else (),
     )
@@ -125,8 +125,7 @@ def _check_stage(run_dir: Path, stage: int | None, node: str | None) -> tuple[in
     from ..dag import DagValidationError, load_dag
     from .layout import DAG_FILE
 
-    run = load_run_json(run_dir)
-    dag_path = ((run.get("inputs") or {}).get("dag") or {}).get("path")
+    dag_path = load_run_json(run_dir).dag_path
     candidates = [Path(dag_path)] if dag_path else []
     candidates.append(run_dir / DAG_FILE)
     path = next((c for c in candidates if c.is_file()), None)

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import InputProblem
 from ..records import Verdict
-from ..report import REPORT_VERSION
+from ..report import with_claim_reviews
 from ..textio import fsync_dir, read_regular_bytes
 from .layout import REVIEWS_FILE
 
@@ -243,26 +243,15 @@ def _open_log(path: Path) -> IO[bytes]:
 
 
 def apply_reviews(report: Mapping[str, Any], reviews: Mapping[str, ClaimReview]) -> dict[str, Any]:
-    """A copy of `report` (any readable version) as version 2, each reviewed claim with its
-    ``review`` object (`ClaimReview.to_report`); a claim without a review has none (a stale one
-    is dropped). The model's ``verdict`` is never changed. Claims are copied one level deep."""
-    out = dict(report)
-    claims = []
-    for c in report.get("claims", []):
-        claim = dict(c)
-        claim.pop("review", None)
-        got = reviews.get(str(claim.get("id")))
-        if got is not None:
-            claim["review"] = got.to_report()
-        claims.append(claim)
-    out["claims"] = claims
-    out["version"] = REPORT_VERSION
-    if "model_kind" not in out:
-        # Brought up to this version: say what made the verdicts, as a new report does.
-        from ..report import report_model_kind
+    """A copy of `report` (any readable version) as the current version, each reviewed claim with
+    its ``review`` object (`ClaimReview.to_report`); a claim without a review has none (a stale
+    one is dropped). The model's ``verdict`` is never changed (`report.with_claim_reviews`)."""
 
-        out["model_kind"], out["model_label"] = report_model_kind(out)
-    return out
+    def review_of(claim_id: str) -> dict[str, Any] | None:
+        got = reviews.get(claim_id)
+        return got.to_report() if got is not None else None
+
+    return with_claim_reviews(report, review_of)
 
 
 __all__ = [

@@ -27,9 +27,16 @@ from typing import Any
 from ...dag import Dag, DagValidationError, load_dag
 from ...display import shorten
 from ...errors import InputProblem
-from ...records import Verdict
+from ...records import ErrorStageStatus, Verdict
 from ...redaction import redact, redact_obj
-from ...report import READABLE_VERSIONS
+from ...report import (
+    ClaimSource,
+    ReportSource,
+    as_claim,
+    as_report,
+    report_header_problem,
+)
+from ...report_model import ClaimDoc, ReportContractError, ReportDoc
 from ...textio import InputError, read_input_text
 
 VERDICT_NAME = "veritrail"
@@ -71,7 +78,7 @@ class Mark:
 class RunForExport:
     """What an export reads from a run: its report and the DAG it verified."""
 
-    report: Mapping[str, Any]
+    report: ReportDoc
     dag: Dag
     where: str
 
@@ -92,23 +99,22 @@ def load_run(run: str | Path, dag_path: str | Path | None = None) -> RunForExpor
         raise ExportInputError(str(exc)) from None
     except ValueError as exc:
         raise ExportInputError(f"{report_path}: not a JSON report ({exc})") from None
-    if not isinstance(report, dict) or not isinstance(report.get("claims"), list):
-        raise ExportInputError(f"{report_path}: not a veritrail report")
-    if report.get("version") not in READABLE_VERSIONS:
-        # A report of a version this veritrail does not know may mean anything by its fields:
-        # refused, as every other reader of reports refuses it (report.read_report).
-        readable = " and ".join(str(v) for v in READABLE_VERSIONS)
-        raise ExportInputError(
-            f"{report_path}: report version {report.get('version')!r}, this veritrail reads "
-            f"{readable}"
-        )
+    # A report of a version this veritrail does not know may mean anything by its fields:
+    # refused, as every other reader of reports refuses it (report.read_report).
+    problem = report_header_problem(report)
+    if problem is not None:
+        raise ExportInputError(f"{report_path}: {problem}")
+    try:
+        doc = as_report(report)
+    except ReportContractError as exc:
+        raise ExportInputError(f"{report_path}: {exc}") from None
     candidates: list[Path] = []
     if dag_path is not None:
         candidates = [Path(dag_path)]
     else:
         if p.is_dir():
             candidates.append(p / "dag.json")
-        named = (report.get("dag") or {}).get("path")
+        named = doc.dag.path
         if named:
             candidates += [Path(named), report_path.parent / Path(named).name]
     found = next((c for c in candidates if c.is_file()), None)
@@ -123,7 +129,7 @@ def load_run(run: str | Path, dag_path: str | Path | None = None) -> RunForExpor
         raise ExportInputError(f"{found}: {exc}") from None
     except InputError as exc:
         raise ExportInputError(str(exc)) from None
-    return RunForExport(report, dag, str(p))
+    return RunForExport(doc, dag, str(p))
 
 
 def node_spans(dag: Dag) -> dict[str, list[str]]:
@@ -139,67 +145,62 @@ def node_spans(dag: Dag) -> dict[str, list[str]]:
     return {str(k): [str(s) for s in v] for k, v in spans.items() if isinstance(v, list)}
 
 
-def blamed_nodes(claim: Mapping[str, Any], dag: Dag) -> list[str]:
+def blamed_nodes(claim: ClaimSource, dag: Dag) -> list[str]:
     """The nodes where a Not Fully Supported claim's unsupported content most likely entered:
     the non-root nodes with evidence in the last Fully Supported round, or the final output when
     every round was Not Fully Supported (docs/method.md, "Provenance and error stages")."""
-    if claim.get("verdict") != Verdict.NOT_FULLY_SUPPORTED.value:
+    c = as_claim(claim)
+    if not c.unsupported or c.error_stage_status is not ErrorStageStatus.IDENTIFIED:
         return []
-    if claim.get("error_stage_status") != "identified":
-        return []
-    rounds = claim.get("iterations") or []
-    for it in reversed(rounds):
-        if it.get("verdict") == Verdict.FULLY_SUPPORTED.value:
-            ids = [
-                n for n in it.get("nodes_with_evidence") or [] if n in dag and not dag.is_root(n)
-            ]
+    for it in reversed(c.iterations):
+        if it.verdict is Verdict.FULLY_SUPPORTED:
+            ids = [n for n in it.nodes_with_evidence if n in dag and not dag.is_root(n)]
             return sorted(set(ids), key=lambda n: (dag.stage(n), n))
     return [dag.terminal]
 
 
-def evidence_trail(claim: Mapping[str, Any]) -> list[str]:
+def evidence_trail(claim: ClaimSource) -> list[str]:
     """One line per round: the verdict and the evidence it rested on."""
     lines = []
-    for it in claim.get("iterations") or []:
-        ev = it.get("evidence") or []
+    for it in as_claim(claim).iterations:
+        ev = it.evidence
         shown = "; ".join(
-            f'{e.get("node_id")} #{e.get("sentence_index")}: "{shorten(e.get("text", ""), 100)}"'
-            for e in ev[:5]
+            f'{e.node_id} #{e.sentence_index}: "{shorten(e.text, 100)}"' for e in ev[:5]
         )
         more = f" (+{len(ev) - 5} more)" if len(ev) > 5 else ""
-        checked = ", ".join(it.get("nodes_checked") or [])
+        checked = ", ".join(it.nodes_checked)
         lines.append(
-            f"round {it.get('index')}: {it.get('verdict')} over {checked or 'no node'}"
+            f"round {it.index}: {it.verdict} over {checked or 'no node'}"
             + (f"; evidence {shown}{more}" if ev else "; no evidence found")
         )
     return lines
 
 
-def _claim_score(claim: Mapping[str, Any]) -> float | None:
-    score = claim.get("score")
-    if isinstance(score, int | float) and not isinstance(score, bool):
-        return float(score)
-    return VERDICT_SCORES.get(str(claim.get("verdict")))
+def _claim_score(claim: ClaimDoc) -> float | None:
+    if claim.score is not None:
+        return float(claim.score)
+    return VERDICT_SCORES.get(str(claim.verdict))
 
 
-def marks_for_run(report: Mapping[str, Any], dag: Dag) -> list[Mark]:
+def marks_for_run(report: ReportSource, dag: Dag) -> list[Mark]:
     """Every mark of a run, claims in report order (verdicts first, then origins)."""
+    doc = as_report(report)
     spans = node_spans(dag)
     trace_id = str(dag.meta["trace_id"])
     final_spans = spans.get(dag.terminal) or []
     if not final_spans:
         raise ExportInputError(f"the DAG names no span for its final output {dag.terminal!r}")
     final_span = final_spans[0]
-    run_info = report.get("run") or {}
-    common = {"veritrail_run": run_info.get("fingerprint") or run_info.get("run_dir")}
+    # A run block may carry the run's fingerprint (an extra field of the format's open `run`).
+    common = {"veritrail_run": getattr(doc.run, "fingerprint", None) or doc.run.run_dir}
     verdicts: list[Mark] = []
     origins: list[Mark] = []
-    for claim in report.get("claims") or []:
-        cid = str(claim.get("id"))
-        text = str(claim.get("text") or "")
-        verdict = claim.get("verdict")
+    for claim in doc.claims:
+        cid = claim.id
+        text = claim.text
+        verdict = claim.verdict
         label = str(verdict) if verdict else ERROR_LABEL
-        why = claim.get("reasoning") or claim.get("error") or ""
+        why = claim.reasoning or claim.error or ""
         verdicts.append(
             Mark(
                 name=VERDICT_NAME,
@@ -214,8 +215,8 @@ def marks_for_run(report: Mapping[str, Any], dag: Dag) -> list[Mark]:
                         **common,
                         "claim_id": cid,
                         "claim": text,
-                        "termination": claim.get("termination"),
-                        "error_stages": claim.get("error_stages") or [],
+                        "termination": claim.termination.value,
+                        "error_stages": list(claim.error_stages),
                     }
                 ),
             )
@@ -248,13 +249,13 @@ def marks_for_run(report: Mapping[str, Any], dag: Dag) -> list[Mark]:
                                 "stage": dag.stage(node),
                                 "evidence": [
                                     {
-                                        "round": it.get("index"),
-                                        "node_id": e.get("node_id"),
-                                        "sentence_index": e.get("sentence_index"),
-                                        "text": e.get("text"),
+                                        "round": it.index,
+                                        "node_id": e.node_id,
+                                        "sentence_index": e.sentence_index,
+                                        "text": e.text,
                                     }
-                                    for it in claim.get("iterations") or []
-                                    for e in it.get("evidence") or []
+                                    for it in claim.iterations
+                                    for e in it.evidence
                                 ],
                             }
                         ),

@@ -45,6 +45,7 @@ from ...dag import Dag
 from ...errors import VeritrailError
 from ...outcome import ExitCode
 from ...redaction import redact
+from ...report import as_report
 from ..trace import TraceError
 from .annotate import write_marks
 from .checkpoint import Checkpoint
@@ -285,7 +286,8 @@ class _Watch:
             return {"status": "skipped", "reason": redact(str(exc)), "start_time": start}
         if done.fatal:
             raise _Fatal(done.fatal)
-        marks = marks_for_run(done.report, imp.dag)
+        report = as_report(done.report)  # validated once: the marks and the entry read it
+        marks = marks_for_run(report, imp.dag)
         refused = None
         try:
             await asyncio.to_thread(lambda: write_marks(self.client, marks, project=self.o.project))
@@ -293,13 +295,13 @@ class _Watch:
             raise
         except PhoenixError as exc:  # e.g. the trace was deleted meanwhile: retried next start
             refused = redact(str(exc))
-        verdicts = done.report.get("summary", {}).get("verdicts", {})
+        verdicts = report.summary.verdicts
         return {
             "status": "incomplete" if done.exit_code == ExitCode.ERRORS or refused else "annotated",
             **({"reason": refused} if refused else {}),
             "run_dir": str(done.run_dir),
             "exit_code": int(done.exit_code),
-            "claims": len(done.report.get("claims") or []),
+            "claims": len(report.claims),
             "verdicts": {k: v for k, v in verdicts.items() if v},
             "annotations": len(marks),
             "start_time": start,
