@@ -18,6 +18,13 @@ _NEEDS = {
     ),
     "test_trace_llamaindex.py": ("llama_index.core",),
     "test_trace_otel_sdk.py": ("google.protobuf", "opentelemetry.sdk"),
+    "test_agent_langgraph.py": (
+        "langchain_core",
+        "langgraph.prebuilt",
+        "google.protobuf",
+        "openinference.instrumentation.langchain",
+        "opentelemetry.sdk",
+    ),
     "test_trace_example.py": (
         "langchain_core",
         "openinference.instrumentation.langchain",
