@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import html
-import json
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -14,7 +13,6 @@ from typing import Any
 
 from ..redaction import redact_obj
 from ..report import indented_json
-from ..run.store import RUN_FILE
 
 SUMMARY_FORMAT = "veritrail-batch-summary"
 SUMMARY_VERSION = 1
@@ -47,10 +45,11 @@ def extraction_calls(run_dir: str | Path) -> int:
     its run directory's `run.json` (`extra.extraction_cost`, where `veritrail verify` keeps them
     too). They count in the job's model calls, as in `verify`'s Cost table and the runs index,
     so the batch's progress line and its final line show one count."""
+    from ..runs.files import RunDirError, load_run_json
+
     try:
-        doc = json.loads((Path(run_dir) / RUN_FILE).read_text(encoding="utf-8"))
-        return int(((doc.get("extra") or {}).get("extraction_cost") or {}).get("lm_calls", 0))
-    except (OSError, ValueError, TypeError, AttributeError):  # no run directory: no calls
+        return load_run_json(run_dir).extraction_cost.lm_calls
+    except RunDirError:  # no run directory: no calls
         return 0
 
 

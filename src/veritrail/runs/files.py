@@ -199,9 +199,36 @@ def _load_json(path: Path) -> Any:
         raise RunDirError(f"{path}: cannot read it: {exc}") from None
 
 
+class ClaimCostTotals(BaseModel):
+    """Calls and dollars of a cost block (what the index sums)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    lm_calls: int = 0
+    dollars: float = 0.0
+
+
+class _DagInput(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    path: str | None = None
+
+
+class _RunInputs(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    dag: _DagInput | None = None
+
+
+class _RunExtra(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    extraction_cost: ClaimCostTotals | None = None
+
+
 class RunJson(BaseModel):
     """run.json as this module reads it (the run layer's file; `run.store` writes it): the
-    fields the index shows, read leniently (a field of another type is a `RunDirError`)."""
+    fields the index shows (a field of another type is a `RunDirError`)."""
 
     model_config = ConfigDict(extra="allow", frozen=True, coerce_numbers_to_str=True)
 
@@ -211,29 +238,20 @@ class RunJson(BaseModel):
     status: str = "running"
     created: float = 0.0
     updated: float = 0.0
-    inputs: dict[str, Any] | None = None
-    extra: dict[str, Any] | None = None
+    inputs: _RunInputs | None = None
+    extra: _RunExtra | None = None
 
     @property
     def dag_path(self) -> str | None:
-        """The DAG file the run verified (run.json's `inputs.dag.path`), when it names one."""
-        dag = (self.inputs or {}).get("dag")
-        path = dag.get("path") if isinstance(dag, dict) else None
-        return str(path) if path else None
+        """The DAG file the run verified (`inputs.dag.path`), when it names one."""
+        dag = self.inputs.dag if self.inputs is not None else None
+        return dag.path if dag is not None and dag.path else None
 
     @property
     def extraction_cost(self) -> ClaimCostTotals:
         """The calls claim extraction made outside any claim (`extra.extraction_cost`)."""
-        return ClaimCostTotals.model_validate((self.extra or {}).get("extraction_cost") or {})
-
-
-class ClaimCostTotals(BaseModel):
-    """Calls and dollars of a cost block (what the index sums)."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    lm_calls: int = 0
-    dollars: float = 0.0
+        cost = self.extra.extraction_cost if self.extra is not None else None
+        return cost if cost is not None else ClaimCostTotals()
 
 
 class _StoredClaim(BaseModel):
@@ -453,6 +471,7 @@ def iter_run_records(paths: Sequence[Path]) -> Iterator[RunRecord | RunDirError]
 __all__ = [
     "RACY_SECONDS",
     "SIGNATURE_FILES",
+    "ClaimCostTotals",
     "ClaimRecord",
     "RunDirError",
     "RunJson",
