@@ -239,3 +239,16 @@ def test_eval_stops_at_the_cap(tmp_path: Path) -> None:
         ok = CliRunner().invoke(cli, [*args, "--max-tokens", "10000000"])
         assert ok.exit_code == 0, ok.output
         assert srv.count > 0
+
+
+@pytest.mark.usefixtures("priced")
+def test_a_manifest_line_cannot_set_a_cap_of_its_own(tmp_path: Path) -> None:
+    """The cap is one budget for the whole batch: a job's own setting is refused, not ignored."""
+    line = {"id": "a", "dag": DAG, "claims": CLAIMS, "out": "a.json", "settings": {"max_cost": 1}}
+    manifest = tmp_path / "one.jsonl"
+    manifest.write_text(json.dumps(line) + "\n")
+    with FakeOpenAIServer(responder=responder) as srv:
+        res = _batch(srv, manifest)
+        assert res.exit_code == 2, res.output
+        assert "max_cost can only be set for the whole batch" in res.stderr
+        assert srv.count == 0

@@ -14,7 +14,7 @@ silently falls back to a default)::
 * ``settings`` — optional per-job settings, same names as ``veritrail.toml`` (``q``, ``model``,
   ``base_url``, ``samples`` …); they override the batch's flags/environment/config file for this job.
   Settings of the shared machinery (``concurrency``, ``max_parallel_claims``, ``cache``,
-  ``threads``, ``progress_interval``) are batch-wide only.
+  ``threads``, ``progress_interval``, ``max_cost``, ``max_tokens``) are batch-wide only.
 
 Relative paths are relative to the manifest file's directory, so a manifest and its inputs can be
 moved together. Blank lines and lines starting with ``#`` are skipped.
@@ -33,9 +33,18 @@ from ..errors import InputProblem
 from ..run.settings import SETTING_NAMES
 
 BATCH_ONLY_SETTINGS: frozenset[str] = frozenset(
-    {"concurrency", "max_parallel_claims", "cache", "threads", "progress_interval"}
+    {
+        "concurrency",
+        "max_parallel_claims",
+        "cache",
+        "threads",
+        "progress_interval",
+        "max_cost",
+        "max_tokens",
+    }
 )
-"""Settings of the shared model layer and scheduler: one value for the whole batch."""
+"""Settings of the shared model layer and scheduler (the spending cap is one budget for every
+job): one value for the whole batch."""
 
 
 class ManifestError(InputProblem, ValueError):
