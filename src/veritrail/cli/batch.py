@@ -314,7 +314,8 @@ def batch(
         verified = total_claims - sum(o.errors + o.missing for o in result.outcomes)
         click.echo(
             f"budget reached: {verified} of {total_claims} claims verified; resume with a higher "
-            f"cap (veritrail batch {manifest} {raise_cap(budget)}: finished claims and cached "
+            f"cap (veritrail batch {manifest} {raise_cap(budget, verified, total_claims - verified)}: "
+            "finished claims and cached "
             "calls are reused)",
             err=True,
         )

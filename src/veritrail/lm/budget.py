@@ -29,6 +29,7 @@ calls still in flight, which settle at what they cost) of the cap.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -209,13 +210,26 @@ def check_priced(model_name: str, price: Price | None, budget: Budget | None) ->
     )
 
 
-def raise_cap(budget: Budget) -> str:
-    """The options a resume could be given: each cap doubled (what to spend on what is left)."""
+def _round_up(x: float) -> float:
+    """`x` rounded up to two significant digits (a cap a person can read and type)."""
+    if x <= 0:
+        return 0.0
+    scale = 10.0 ** (math.floor(math.log10(x)) - 1)
+    return float(math.ceil(x / scale - 1e-9) * scale)
+
+
+def raise_cap(budget: Budget, done: int = 0, left: int = 0) -> str:
+    """The cap options to go on with: each cap at least doubled, and at least what the `left`
+    claims would cost at what the `done` ones did, with a quarter more. A cap only bounds the
+    spend, so a generous one costs nothing extra: the calls still to make are what is paid."""
+    spend = budget.spend()
     parts = []
     if budget.max_cost is not None:
-        parts.append(f"--max-cost {max(2 * budget.max_cost, 0.01):g}")
+        need = spend.dollars / done * left * 1.25 if done and left else 0.0
+        parts.append(f"--max-cost {_round_up(max(2 * budget.max_cost, need, 0.01)):g}")
     if budget.max_tokens is not None:
-        parts.append(f"--max-tokens {max(2 * budget.max_tokens, 1000)}")
+        need = spend.tokens / done * left * 1.25 if done and left else 0.0
+        parts.append(f"--max-tokens {int(_round_up(max(2 * budget.max_tokens, need, 1000)))}")
     return " ".join(parts)
 
 

@@ -369,6 +369,8 @@ async def _run_job(
     try:
         if model is not None:
             model.on_call = progress.call
+            provider = model.provider  # its `status`, if any, says what it does between calls
+            progress.activity = lambda: getattr(provider, "status", None)
             progress.figures.unpriced = unpriced_models(model.notes)
         steps = job_steps(job, model)  # reads the oracle file: fail before touching the run dir
         try:
@@ -436,7 +438,7 @@ def budget_line(report: Mapping[str, Any], budget: Budget, run_dir: Path | str) 
     total = report.get("run", {}).get("claims_total") or len(claims)
     return (
         f"budget reached: {done} of {total} claims verified; resume with a higher cap "
-        f"(veritrail resume {run_dir} {raise_cap(budget)})"
+        f"(veritrail resume {run_dir} {raise_cap(budget, done, total - done)})"
     )
 
 
