@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import socket
 import sys
 from collections.abc import Iterator
@@ -17,10 +18,12 @@ from urllib.parse import urlparse
 
 import pytest
 
+from veritrail.lm import local_host, local_weights
 from veritrail.lm.base import FatalError, GenerateConfig, Message, ResponseFormat
 from veritrail.lm.capabilities import CapabilityStore
 from veritrail.lm.jsonparse import parse_json_reply
 from veritrail.lm.local import LOCAL_MODELS, LocalModelSpec, LocalProvider, gguf_path
+from veritrail.lm.local_weights import open_gguf
 from veritrail.lm.model import Model
 from veritrail.lm.openai import OpenAIProvider
 from veritrail.lm.registry import get_model
@@ -76,6 +79,95 @@ def test_assembly_verifies_the_pinned_hash(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setitem(LOCAL_MODELS, "gone", missing)
     with pytest.raises(FatalError, match="pip install tiny"):
         gguf_path("gone", tmp_path / "models")
+
+
+def _tiny_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[LocalModelSpec, bytes]:
+    payloads = (b"GGUF-first-half-", b"second-half")
+    for i, payload in enumerate(payloads, start=1):
+        pkg = tmp_path / "site" / f"vt_mem_part{i}"
+        (pkg / "data").mkdir(parents=True)
+        (pkg / "__init__.py").write_text("")
+        (pkg / "data" / f"part{i:02d}.bin").write_bytes(payload)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    whole = b"".join(payloads)
+    spec = LocalModelSpec(
+        name="tiny-mem",
+        title="tiny",
+        sha256=hashlib.sha256(whole).hexdigest(),
+        size=len(whole),
+        install="pip install tiny",
+        parts=(("vt_mem_part1", "data/part01.bin"), ("vt_mem_part2", "data/part02.bin")),
+    )
+    monkeypatch.setitem(LOCAL_MODELS, "tiny-mem", spec)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # model_dir() and its stamp live there
+    monkeypatch.delenv("VERITRAIL_MODEL_DIR", raising=False)
+    monkeypatch.setattr(local_host, "available_memory", lambda: 1 << 34)
+    return spec, whole
+
+
+def _open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="no memfd on this platform")
+def test_parts_are_joined_in_memory_and_stored_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec, whole = _tiny_parts(tmp_path, monkeypatch)
+    assert not local_weights.weights_on_disk("tiny-mem")
+    fds = _open_fds()
+    with open_gguf("tiny-mem") as path:
+        assert str(path).startswith("/proc/self/fd/")
+        assert path.read_bytes() == whole  # what llama.cpp reads through the path
+    assert _open_fds() == fds  # the descriptor is closed after the `with`
+    cache = tmp_path / "home" / ".cache" / "veritrail" / "models"
+    # Nothing but a stamp on disk: no joined copy.
+    assert sorted(p.name for p in cache.iterdir()) == ["tiny-mem.parts.sha256"]
+    assert (cache / "tiny-mem.parts.sha256").read_text().splitlines()[0] == spec.sha256
+
+    # A later start trusts the stamp: the parts are not hashed again.
+    def no_hash(*_: object) -> object:
+        raise AssertionError("hashed again")
+
+    with monkeypatch.context() as m:
+        m.setattr(local_weights.hashlib, "sha256", no_hash)
+        with open_gguf("tiny-mem") as path:
+            assert path.read_bytes() == whole
+
+    # A part changed since (same size, other bytes): hashed again and refused.
+    (tmp_path / "site" / "vt_mem_part2" / "data" / "part02.bin").write_bytes(b"SECOND-HALF")
+    fds = _open_fds()
+    with pytest.raises(FatalError, match="reinstall them with: pip install tiny"):
+        open_gguf("tiny-mem").__enter__()
+    assert _open_fds() == fds
+
+
+def test_a_copy_on_disk_only_when_asked_or_memory_is_short(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec, whole = _tiny_parts(tmp_path, monkeypatch)
+    assert not local_weights.weights_on_disk("smollm2-135m")  # one file: in place
+    monkeypatch.setattr(local_host, "available_memory", lambda: spec.size)  # < twice the weights
+    assert local_weights.weights_on_disk("tiny-mem")
+    monkeypatch.setattr(local_host, "available_memory", lambda: 1 << 34)
+    assert local_weights.weights_on_disk("tiny-mem", tmp_path / "dir")
+    monkeypatch.setenv("VERITRAIL_MODEL_DIR", str(tmp_path / "shared-models"))
+    assert local_weights.weights_on_disk("tiny-mem")
+    with open_gguf("tiny-mem") as path:
+        assert path == tmp_path / "shared-models" / "tiny-mem.gguf"
+        assert path.read_bytes() == whole
+    if not hasattr(os, "memfd_create"):
+        return
+    # A copy an earlier version assembled in the default folder: named once, not read.
+    monkeypatch.delenv("VERITRAIL_MODEL_DIR")
+    old = tmp_path / "home" / ".cache" / "veritrail" / "models" / "tiny-mem.gguf"
+    old.parent.mkdir(parents=True, exist_ok=True)
+    old.write_bytes(b"stale")
+    for _ in range(2):
+        with open_gguf("tiny-mem") as path:
+            assert path.read_bytes() == whole
+    err = capsys.readouterr().err
+    assert err.count(f"you may delete it (rm {old}") == 1
 
 
 def _fields(spec: LocalModelSpec) -> dict[str, Any]:
@@ -226,3 +318,27 @@ async def test_embedded_grammar_holds_a_concise_text_field_to_its_bound(
 def test_the_embedded_provider_asks_for_concise_replies() -> None:
     assert LocalProvider.concise_replies is True
     assert not getattr(OpenAIProvider, "concise_replies", False)
+
+
+@pytest.mark.embedded
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="no memfd on this platform")
+async def test_qwen_runs_from_its_parts_joined_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("xllamacpp")
+    if local_weights.missing_model("qwen2.5-coder-1.5b"):
+        pytest.skip("the local-qwen extra is not installed")
+    monkeypatch.setenv("HOME", str(tmp_path))  # a fresh cache folder: nothing assembled there
+    monkeypatch.delenv("VERITRAIL_MODEL_DIR", raising=False)
+    prov = LocalProvider("qwen2.5-coder-1.5b", threads=1, prefix_store=False)
+    try:
+        out = await prov.generate([Message("user", "Say hi.")], GenerateConfig(max_tokens=4))
+        assert out.text
+    finally:
+        await prov.aclose()
+    cache = tmp_path / ".cache" / "veritrail" / "models"
+    assert [p.name for p in cache.iterdir()] == ["qwen2.5-coder-1.5b.parts.sha256"]
+    err = capsys.readouterr().err
+    assert "joining its 1.1 GB of weights in memory from 22 installed parts" in err
+    assert "the embedded model is ready" in err

@@ -187,7 +187,10 @@ async def test_local_provider_with_fake_server(monkeypatch: pytest.MonkeyPatch) 
         assert srv.requests[-1]["messages"][-1]["content"].endswith("Claim: two")
         assert provider.prefix_gate.waits == 1
         await provider.aclose()
-    assert len(warnings) == 2
+    assert len(warnings) == 4
     assert "1 thread, 4 parallel slots" in warnings[0]
     assert "busy (load average 3.0 on 2 cores)" in warnings[1]
     assert "--threads" in warnings[1]
+    # Then what it does while it starts, and when it is ready.
+    assert warnings[2].startswith("veritrail: starting the embedded model local/qwen2.5-coder")
+    assert warnings[3].startswith("veritrail: the embedded model is ready")

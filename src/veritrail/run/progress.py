@@ -19,6 +19,18 @@ loop's thread, and so is `tick()` (driven by `ticker()`), so no locking is neede
 every retry are shown apart ("failed"). The end-of-run Cost table counts the same calls (claims
 plus claim extraction), so on a fresh run both show the same number.
 
+Before the first answer the display says what is going on instead of bare zeros: the model's own
+activity when it reports one (`activity`, e.g. the embedded model's "starting ... loading its
+weights"), else "waiting for the model's first reply".
+
+The time left (`eta`) is meant to be read, so it must not swing: none until `ETA_MIN_CLAIMS`
+claims finished in this session; measured from the first answered call of the session (starting
+a model or extracting claims happens once and is not a claim's pace); recomputed only when a claim
+finishes, averaged with the previous estimate, and counted down in between (the plain pace
+`elapsed / done × left` grows with every second between two finished claims and drops at each,
+the saw-tooth that went from 15 min to 2 min); none when the countdown runs out, until the next
+claim finishes. Shown rounded (`fmt_left`).
+
 The end-of-run tables and the lines that explain the exit status are `run.summary`'s
 (re-exported here).
 """
@@ -51,6 +63,22 @@ from .summary import print_outcome as print_outcome
 from .summary import print_summary as print_summary
 from .summary import stage_rows as stage_rows
 from .summary import summary_tables as summary_tables
+
+ETA_MIN_CLAIMS = 2
+"""Claims finished in this session before a time left is shown."""
+ETA_WEIGHT = 0.5
+"""Weight of a fresh estimate against the counted-down previous one, at each finished claim."""
+
+
+def fmt_left(seconds: float) -> str:
+    """A time left, rounded so it reads steadily: 10 s steps under 90 s, minutes under an
+    hour, then 1h05m."""
+    s = max(0.0, seconds)
+    if s < 90:
+        return f"{max(10, round(s / 10) * 10)}s"
+    if s < 3600:
+        return f"{round(s / 60)} min"
+    return fmt_duration(s)
 
 
 @dataclass
@@ -103,6 +131,13 @@ class ProgressReporter:
         self.figures = RunFigures()
         self._clock = clock
         self._t0 = clock()
+        self.activity: Callable[[], str | None] = lambda: None
+        """What the model is doing outside its calls (set by the run: the provider's
+        `status`), shown until work is under way."""
+        self._work_t0: float | None = None
+        """When the first call of this session was answered (the pace is measured from it)."""
+        self._eta_at: tuple[float, float] | None = None
+        """(clock, seconds left) at the last finished claim: the countdown's anchor."""
 
     # feeds -----------------------------------------------------------------------------------
     def extracting(self) -> None:
@@ -129,6 +164,9 @@ class ProgressReporter:
             self.figures.finished(r)
         self.figures.done = resumed
         self._t0 = self._clock()
+        # Calls answered while extracting started the model already: the pace starts now.
+        self._work_t0 = self._t0 if self.figures.calls else None
+        self._eta_at = None
 
     def claim_started(self, claim_id: str) -> None:
         """A claim starts being verified (it counts as in flight from now on)."""
@@ -137,10 +175,13 @@ class ProgressReporter:
     def call(self, event: CallLike) -> None:
         """`Model(on_call=...)` hook."""
         self.figures.call(event)
+        if self._work_t0 is None and not self.figures.extracting:
+            self._work_t0 = self._clock()
 
     def claim_finished(self, result: ClaimResult) -> None:
         """`verify_claims(on_result=...)` hook."""
         self.figures.finished(result)
+        self._update_eta()
         self.tick()
 
     # output ----------------------------------------------------------------------------------
@@ -165,20 +206,47 @@ class ProgressReporter:
     def extraction_line(self) -> str:
         """The status line while claims are being extracted."""
         f = self.figures
+        activity = self.activity()
         return (
-            f"extracting claims from the final output · calls {f.calls} (cache {f.cached_calls}"
+            "extracting claims from the final output"
+            + (f" · {activity}" if activity else "")
+            + f" · calls {f.calls} (cache {f.cached_calls}"
             + (f", failed {f.failed_calls}" if f.failed_calls else "")
             + f") · {fmt_duration(self.elapsed)} elapsed"
         )
 
-    def eta(self) -> float | None:
-        """Seconds left, from the pace of the claims finished in this session."""
+    def waiting_text(self) -> str | None:
+        """What is going on while nothing was answered yet (the model's activity first), or
+        None once calls come back."""
+        activity = self.activity()
+        if activity:
+            return activity
+        f = self.figures
+        if f.calls == 0 and f.failed_calls == 0 and f.in_flight:
+            return "waiting for the model's first reply"
+        return None
+
+    def _update_eta(self) -> None:
+        """A finished claim: a fresh estimate, averaged with the counted-down previous one."""
         f = self.figures
         new = f.done - f.resumed
         left = f.total - f.done
-        if new <= 0 or left <= 0:
+        now = self._clock()
+        if left <= 0 or new < ETA_MIN_CLAIMS or self._work_t0 is None:
+            self._eta_at = None
+            return
+        fresh = (now - self._work_t0) / new * left
+        previous = self.eta()
+        value = fresh if previous is None else ETA_WEIGHT * fresh + (1 - ETA_WEIGHT) * previous
+        self._eta_at = (now, value)
+
+    def eta(self) -> float | None:
+        """Seconds left (see the module's doc), or None when no steady estimate exists."""
+        if self._eta_at is None or self.figures.done >= self.figures.total:
             return None
-        return self.elapsed / new * left
+        at, value = self._eta_at
+        left = value - (self._clock() - at)
+        return left if left > 0 else None
 
     def line(self) -> str:
         """One plain status line with every figure."""
@@ -199,9 +267,12 @@ class ProgressReporter:
             f.dollars_text(),
             f"{fmt_duration(self.elapsed)} elapsed",
         ]
+        waiting = self.waiting_text()
+        if waiting:
+            parts.insert(1, waiting)
         eta = self.eta()
         if eta is not None:
-            parts.append(f"~{fmt_duration(eta)} left")
+            parts.append(f"~{fmt_left(eta)} left")
         return " · ".join(parts)
 
 
@@ -220,6 +291,8 @@ class PlainProgress(ProgressReporter):
         self.interval = interval
         self._last: float | None = None
         self._started = False
+        self._said: str | None = None
+        """The waiting text of the last tick (a new one is printed at once)."""
 
     def extracting(self) -> None:
         super().extracting()
@@ -252,7 +325,12 @@ class PlainProgress(ProgressReporter):
         if not self._started and not self.figures.extracting:
             return
         now = self._clock()
-        if self._last is None or now - self._last >= self.interval:
+        waiting = self.waiting_text()
+        news = waiting is not None and waiting != self._said
+        self._said = waiting
+        # What the run is waiting for is said at once, not at the next periodic line: a log
+        # shows why nothing moves (the model starting, its first reply awaited).
+        if news or self._last is None or now - self._last >= self.interval:
             self._emit(self.extraction_line() if self.figures.extracting else self.line())
             self._last = now
 
@@ -344,7 +422,10 @@ class RichProgress(ProgressReporter):
         )
         eta = self.eta()
         if eta is not None:
-            t.append(f"  ·  ~{fmt_duration(eta)} left")
+            t.append(f"  ·  ~{fmt_left(eta)} left")
+        waiting = self.waiting_text()
+        if waiting:
+            t.append(f"\n  {waiting}", style="cyan")
         return t
 
     def tick(self) -> None:
