@@ -32,7 +32,13 @@ from .records import (
     Termination,
     Verdict,
 )
-from .report_model import ClaimDoc, DagDoc, ModelKind, ReportDoc, parse_claim, parse_report
+from .report_model import ClaimDoc as ClaimDoc  # the typed contract, re-exported for readers
+from .report_model import DagDoc as DagDoc
+from .report_model import ModelKind, parse_report
+from .report_model import ReportContractError as ReportContractError
+from .report_model import ReportDoc as ReportDoc
+from .report_model import RunDoc as RunDoc
+from .report_model import parse_claim as parse_claim
 from .textio import atomic_write_text as atomic_write_text  # written here first; kept importable
 
 ReportSource = ReportDoc | Mapping[str, Any]
@@ -464,8 +470,6 @@ def as_report(report: ReportSource, *, source: str | Path | None = None) -> Repo
         return report
     if source is None:
         return migrate(parse_report(report))
-    from .report_model import ReportContractError
-
     try:
         return migrate(parse_report(report))
     except ReportContractError as exc:
@@ -482,8 +486,6 @@ def as_dag(dag: DagDoc | Mapping[str, Any]) -> DagDoc:
     if isinstance(dag, DagDoc):
         return dag
     from pydantic import ValidationError
-
-    from .report_model import ReportContractError
 
     try:
         return DagDoc.model_validate(dag)

@@ -40,8 +40,16 @@ from typing import Any
 
 from ..errors import InputProblem
 from ..records import ErrorStageStatus, Verdict
-from ..report import ClaimSource, ReportSource, as_claim, as_report, blamed_nodes, dag_roots
-from ..report_model import ReportContractError, RunDoc
+from ..report import (
+    ClaimSource,
+    ReportContractError,
+    ReportSource,
+    RunDoc,
+    as_claim,
+    as_report,
+    blamed_nodes,
+    dag_roots,
+)
 from .diffstats import DEFAULT_RESAMPLES, DEFAULT_SEED, Outcomes, ShareDifference, share_difference
 from .keys import normalize_claim_text
 

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import InputProblem
 from ..records import Claim, Verdict
-from ..report_model import ClaimDoc, ReportContractError, parse_claim
+from ..report import ClaimDoc, ReportContractError, parse_claim
 from ..textio import read_regular_bytes
 from .keys import claim_sources, claim_text_key
 from .layout import (
