@@ -182,3 +182,66 @@ def test_a_user_turn_holding_recorded_text_is_no_root() -> None:
     ]
     dag = build_dag(spans).dag
     assert {dag.node(r).text for r in dag.roots} == {doc, "When did the bridge open?"}
+
+
+def test_langfuse_tool_observations_give_the_call() -> None:
+    from veritrail.adapters.trace.langfuse import read_langfuse
+
+    trace = {
+        "id": "t1",
+        "input": ASK,
+        "output": ANSWER,
+        "observations": [
+            {
+                "id": "o1",
+                "type": "TOOL",
+                "name": "book_flight",
+                "startTime": "2026-01-01T00:00:01Z",
+                "endTime": "2026-01-01T00:00:02Z",
+                "input": {"flight": "LH 400", "date": "2026-05-04"},
+                "output": RESULT,
+            },
+            {
+                "id": "o2",
+                "type": "GENERATION",
+                "name": "answer",
+                "startTime": "2026-01-01T00:00:03Z",
+                "endTime": "2026-01-01T00:00:04Z",
+                "input": [
+                    {"role": "user", "content": HISTORY[1][1]},
+                    {"role": "assistant", "content": HISTORY[2][1]},
+                    {"role": "user", "content": ASK},
+                    {"role": "tool", "content": RESULT},
+                ],
+                "output": ANSWER,
+            },
+        ],
+    }
+    spans = read_langfuse([trace])
+    by_id = {s.id: s for s in spans}
+    assert by_id["o1"].call == 'book_flight(flight="LH 400", date="2026-05-04")'
+    assert by_id["o2"].turns == (HISTORY[1][1], ASK)
+    dag = build_dag(spans).dag
+    call = 'Tool call book_flight(flight="LH 400", date="2026-05-04") returned:\n' + RESULT
+    assert {dag.node(r).text for r in dag.roots} == {ASK, call, HISTORY[1][1]}
+    assert dag.node(dag.terminal).text == ANSWER
+
+
+def test_openllmetry_tool_spans_give_the_call() -> None:
+    s = span_from_attributes(
+        span_id="a",
+        parent_id=None,
+        trace_id="T",
+        name="book.tool",
+        start=0,
+        end=1,
+        seq=0,
+        attrs={
+            "traceloop.span.kind": "tool",
+            "traceloop.entity.name": "book",
+            "traceloop.entity.input": json.dumps({"args": ["LH 400"], "kwargs": {"seat": "14C"}}),
+            "traceloop.entity.output": json.dumps(RESULT),
+        },
+    )
+    assert s.kind is Kind.TOOL and s.call == 'book("LH 400", seat="14C")'
+    assert s.outputs == (RESULT,)

@@ -15,10 +15,12 @@ the trace input gives roots and the trace output names the terminal.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from .calls import call_statement
 from .model import Kind, TraceError, TraceSpan, text_leaves, unique
 
 _KINDS = {
@@ -84,6 +86,21 @@ def _llm_inputs(value: Any) -> list[str]:
     return list(text_leaves(value))
 
 
+def _user_turns(value: Any) -> list[str]:
+    """The user messages of a generation's chat input, in order (`TraceSpan.turns`)."""
+    if isinstance(value, dict) and isinstance(value.get("messages"), list):
+        value = value["messages"]
+    if not isinstance(value, list):
+        return []
+    return [
+        "\n\n".join(text_leaves(m["content"], parse_json=False))
+        for m in value
+        if isinstance(m, dict)
+        and str(m.get("role", "")).lower() in ("user", "human")
+        and "content" in m
+    ]
+
+
 def _spans_of_trace(trace: dict[str, Any], seq0: int) -> list[TraceSpan]:
     obs = trace.get("observations") or []
     out: list[TraceSpan] = []
@@ -97,8 +114,12 @@ def _spans_of_trace(trace: dict[str, Any], seq0: int) -> list[TraceSpan]:
         inputs: list[str] = []
         outputs: list[str] = []
         documents: list[str] = []
+        turns: list[str] = []
+        call = ""
+        name = str(o.get("name") or o["type"])
         if kind is Kind.LLM:
             inputs = _llm_inputs(o.get("input"))
+            turns = _user_turns(o.get("input"))
             outputs = list(text_leaves(o.get("output")))
         elif kind is Kind.RETRIEVER:
             documents = list(text_leaves(o.get("output")))
@@ -106,12 +127,14 @@ def _spans_of_trace(trace: dict[str, Any], seq0: int) -> list[TraceSpan]:
         elif kind in (Kind.CHAIN, Kind.AGENT, Kind.TOOL):
             inputs = list(text_leaves(o.get("input")))
             outputs = list(text_leaves(o.get("output")))
+            if kind is Kind.TOOL and o.get("input") is not None:
+                call = call_statement(name, o["input"])  # what the agent did
         out.append(
             TraceSpan(
                 id=str(o["id"]),
                 parent_id=str(o["parentObservationId"]) if o.get("parentObservationId") else None,
                 trace_id=str(o.get("traceId") or trace_id),
-                name=str(o.get("name") or o["type"]),
+                name=name,
                 kind=kind,
                 start=start,
                 end=end,
@@ -119,6 +142,8 @@ def _spans_of_trace(trace: dict[str, Any], seq0: int) -> list[TraceSpan]:
                 inputs=unique(inputs),
                 outputs=unique(outputs),
                 documents=unique(documents),
+                turns=unique(turns),
+                call=call,
             )
         )
     if "input" in trace or "output" in trace:
@@ -127,18 +152,8 @@ def _spans_of_trace(trace: dict[str, Any], seq0: int) -> list[TraceSpan]:
         ends = [s.end for s in out] or starts
         root_id = f"trace:{trace_id}"
         out = [
-            TraceSpan(
-                id=s.id,
-                parent_id=s.parent_id or root_id,
-                trace_id=s.trace_id or trace_id,
-                name=s.name,
-                kind=s.kind,
-                start=s.start,
-                end=s.end,
-                seq=s.seq,
-                inputs=s.inputs,
-                outputs=s.outputs,
-                documents=s.documents,
+            dataclasses.replace(
+                s, parent_id=s.parent_id or root_id, trace_id=s.trace_id or trace_id
             )
             for s in out
         ]
