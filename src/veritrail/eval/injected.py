@@ -28,6 +28,7 @@ from typing import Any
 from ..detectors.base import Detection
 from ..records import ClaimResult, ErrorStageStatus, Verdict
 from ..report import blamed_nodes as report_blamed_nodes
+from ..report import claim_to_dict
 from ..runs.diffstats import binomial
 from .datasets.injected import ROLE
 from .runner import EvalRun
@@ -264,14 +265,8 @@ def blamed_nodes(d: Detection, roots: frozenset[str], terminal: str | None) -> t
         return tuple(str(n) for n in given)
     r = d.native
     if isinstance(r, ClaimResult):
-        # The report's rule (the viewer's red ring), fed the fields it reads.
-        claim = {
-            "error_stage_status": r.error_stage_status.value,
-            "iterations": [
-                {"verdict": it.verdict.value, "nodes_with_evidence": list(it.nodes_with_evidence)}
-                for it in r.iterations
-            ],
-        }
+        # The report's rule (the viewer's red ring), on the claim as the report writes it.
+        claim = claim_to_dict(r)
         return report_blamed_nodes(claim, set(roots), terminal or "")
     return ()
 

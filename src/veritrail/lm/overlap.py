@@ -189,8 +189,16 @@ def _shared_reply(user: str) -> list[dict[str, Any]] | None:
     if "<<< claim c1\n" not in user:
         return None
     evidence = _section(user, "Evidence:\n", "\n\nClaims")
+    items = dict(
+        re.findall(r"^<<< item (\d+) [^\n]*\n(.*?)\n>>> end item \1 ", evidence, re.M | re.S)
+    )
     while (claim := _fenced(user, f"claim c{k}")) is not None:
-        got = _evidence(user, claim) if user.startswith("Excerpts") else _verdict(evidence, claim)
+        if user.startswith("Excerpts"):
+            got = _evidence(user, claim)
+        else:  # a shared verdict: the claim is judged on its own items only
+            own = re.search(rf"^Evidence items for c{k}: ([0-9, ]*)$", user, re.M)
+            listed = re.findall(r"\d+", own.group(1)) if own else list(items)
+            got = _verdict("\n".join(items.get(i, "") for i in listed), claim)
         out.append({"claim": f"c{k}", **got})
         k += 1
     return out

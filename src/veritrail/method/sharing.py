@@ -65,6 +65,12 @@ README's quick start checks its four verdicts in CI, and a 1.5B model may read a
 claims differently). A local server also caps a reply's tokens (1,024 by default,
 `lm.local_weights.DEFAULT_MAX_TOKENS`), which bounds how many entries a shared reply could hold."""
 
+UNION_EVIDENCE_TOKENS = 8_000
+"""Estimated tokens of verdict evidence one shared verdict prompt may carry when its claims' evidence
+differs (the union of their items), unless the run's `VerifyConfig.verdict_tokens` is smaller: a
+claim whose items would push the union past it starts the next prompt. One claim's own evidence is
+bounded by the method's verdict limit as before, whatever this says."""
+
 MAX_WAIT_TICKS = 16
 """The most event-loop ticks a group waits for more requests after its first one."""
 
@@ -75,6 +81,8 @@ class Sharing:
 
     max_claims: int = 1
     max_tokens: int = DEFAULT_MAX_TOKENS
+    evidence_tokens: int = UNION_EVIDENCE_TOKENS
+    """The bound on the verdict evidence a shared verdict prompt carries (`UNION_EVIDENCE_TOKENS`)."""
 
     @property
     def on(self) -> bool:
@@ -89,10 +97,16 @@ _sharing: contextvars.ContextVar[Sharing] = contextvars.ContextVar(
 
 
 @contextlib.contextmanager
-def sharing_scope(max_claims: int, max_tokens: int = DEFAULT_MAX_TOKENS) -> Iterator[None]:
+def sharing_scope(
+    max_claims: int,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    evidence_tokens: int | None = None,
+) -> Iterator[None]:
     """Let the LM steps called inside this block (and its tasks) share prompts with up to
-    `max_claims` claims in all."""
-    token = _sharing.set(Sharing(max(1, max_claims), max_tokens))
+    `max_claims` claims in all; `evidence_tokens` (the run's verdict limit, if any) lowers the bound
+    on a shared verdict prompt's evidence."""
+    union = min(evidence_tokens or UNION_EVIDENCE_TOKENS, UNION_EVIDENCE_TOKENS)
+    token = _sharing.set(Sharing(max(1, max_claims), max_tokens, max(1, union)))
     try:
         yield
     finally:
@@ -128,15 +142,20 @@ def claim_index(value: object, n: int) -> int | None:
     return k if 0 <= k < n else None
 
 
-def render_claims(claims: Sequence[tuple[str, str | None]]) -> str:
+def render_claims(
+    claims: Sequence[tuple[str, str | None]], notes: Sequence[str] | None = None
+) -> str:
     """The claims of a shared prompt, each fenced under its prompt id: (text, sub-claims as a
-    numbered list, or None for a prompt without sub-claims)."""
+    numbered list, or None for a prompt without sub-claims); `notes`, one per claim, follow its
+    blocks (text we write, such as the numbers of its evidence items, never untrusted text)."""
     blocks = []
     for k, (text, subs) in enumerate(claims):
         label = claim_label(k)
         block = fence(text, f"claim {label}")
         if subs is not None:
             block += "\n" + fence(subs, f"sub-claims {label}")
+        if notes is not None:
+            block += "\n" + notes[k]
         blocks.append(block)
     return "\n\n".join(blocks)
 
@@ -253,15 +272,27 @@ class Coalescer(Generic[Req, Res]):
         self._arrived = False
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def submit(self, key: Hashable, request: Req, tokens: int, limits: Sharing) -> Res:
-        """Queue `request` under `key` and wait for its result (or the group call's error)."""
+    async def submit(
+        self,
+        key: Hashable,
+        request: Req,
+        tokens: int | Callable[[Sequence[Req]], int],
+        limits: Sharing,
+    ) -> Res:
+        """Queue `request` under `key` and wait for its result (or the group call's error).
+
+        `tokens`: what the request adds to its group's estimated size, or a function of the
+        group's requests so far giving it (a shared verdict counts only the evidence items the
+        group does not carry yet)."""
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
             self._loop, self._groups, self._tick_pending = loop, {}, False
         group = self._groups.get(key)
-        if group is not None and group.requests and group.tokens + tokens > limits.max_tokens:
+        added = tokens(group.requests if group is not None else ()) if callable(tokens) else tokens
+        if group is not None and group.requests and group.tokens + added > limits.max_tokens:
             self._flush(key)  # this claim would push it over the bound: send it without
             group = None
+            added = tokens(()) if callable(tokens) else tokens
         claim = current_claim() or ""
         if group is None:
             group = _Group(contextvars.copy_context(), claim)
@@ -271,7 +302,7 @@ class Coalescer(Generic[Req, Res]):
         fut: asyncio.Future[Res] = loop.create_future()
         group.requests.append(request)
         group.waiters.append(fut)
-        group.tokens += tokens
+        group.tokens += added
         self._arrived = True
         if len(group.requests) >= limits.max_claims or group.tokens >= limits.max_tokens:
             self._flush(key)

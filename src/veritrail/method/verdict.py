@@ -28,6 +28,7 @@ from .sharing import (
     CONCISE_MAX_CLAIMS,
     Coalescer,
     claim_entry_schema,
+    claim_label,
     current_sharing,
     entries_by_claim,
     finish_group,
@@ -108,13 +109,48 @@ def shared_verdict_schema(n_claims: int, concise: bool) -> dict[str, Any]:
 class _VerdictAsk:
     claim: Claim
     subclaims: Sequence[str]
-    evidence: str
-    """The rendered verdict evidence, the shared part of the prompt."""
+    items: tuple[VerdictInput, ...]
+    """The claim's verdict evidence."""
+    tokens: int
+    """Estimated tokens of the claim and its sub-claims."""
+
+
+_UNION = "verdict"
+"""The one queue of shared verdicts: claims with different evidence share a prompt too (the union
+of their items, each claim judged on its own items)."""
+
+
+def union_items(asks: Sequence[_VerdictAsk]) -> tuple[list[VerdictInput], list[list[int]]]:
+    """The distinct evidence items of `asks` in order of first appearance, and for each ask the
+    1-based numbers of its own items among them."""
+    order: dict[VerdictInput, int] = {}
+    own: list[list[int]] = []
+    for ask in asks:
+        own.append([order.setdefault(item, len(order) + 1) for item in ask.items])
+    return list(order), own
+
+
+def _added_tokens(ask: _VerdictAsk, group: Sequence[_VerdictAsk]) -> int:
+    """What `ask` adds to a shared verdict prompt holding `group`: its claim, and its evidence
+    items the group does not carry yet."""
+    held = {item for other in group for item in other.items}
+    return ask.tokens + sum(estimate_tokens(i.text) for i in ask.items if i not in held)
+
+
+def render_shared_claims(asks: Sequence[_VerdictAsk], own: Sequence[Sequence[int]]) -> str:
+    """The claims of a shared verdict prompt, each fenced with its sub-claims, then the numbers
+    of the evidence items it is judged on."""
+    notes = [
+        f"Evidence items for {claim_label(k)}: {', '.join(map(str, items))}"
+        for k, items in enumerate(own)
+    ]
+    return render_claims([(a.claim.text, format_subclaims(a.subclaims)) for a in asks], notes)
 
 
 class LMVerdictGenerator(LMStep):
-    """The default judge: one model call over the assembled evidence, for one claim or, when the
-    run shares prompts (`sharing`), for every claim whose verdict evidence is the same text."""
+    """The default judge: one model call over the assembled evidence for one claim or, when the
+    run shares prompts (`sharing`), for several claims at once: the union of their evidence items
+    once, then each claim with the numbers of its own items."""
 
     def __init__(
         self, model: Model, temperature: float = 0.0, sample_temperature: float = 0.2
@@ -131,22 +167,22 @@ class LMVerdictGenerator(LMStep):
         sample: int = 0,
     ) -> VerdictOutcome:
         """Ask the model for a verdict; an unreadable reply comes back with `error` set."""
-        ask = _VerdictAsk(claim, subclaims, render_evidence(evidence))
+        tokens = estimate_tokens(claim.text) + sum(estimate_tokens(s) for s in subclaims)
+        ask = _VerdictAsk(claim, subclaims, tuple(evidence), tokens)
         sharing = current_sharing()
         # Soft prediction's samples stay per claim: each is a call of its own by design.
         if sample != 0 or not sharing.on or not honours_overrides("verdict", "verdict_shared"):
             return await self._judge_alone(ask, sample)
         if self.concise:
             sharing = replace(sharing, max_claims=min(sharing.max_claims, CONCISE_MAX_CLAIMS))
-        tokens = estimate_tokens(claim.text) + sum(estimate_tokens(s) for s in subclaims)
-        # Claims share a verdict prompt only when the verdict reads the very same text (typically
-        # evidence in the same roots, which the verdict reads in full).
-        return await self._shared.submit(ask.evidence, ask, tokens, sharing)
+        # The group's bound counts the claims and the union of their evidence.
+        limits = replace(sharing, max_tokens=sharing.max_tokens + sharing.evidence_tokens)
+        return await self._shared.submit(_UNION, ask, functools.partial(_added_tokens, ask), limits)
 
     async def _judge_alone(self, ask: _VerdictAsk, sample: int = 0) -> VerdictOutcome:
         """The paper's prompt: one claim over its evidence."""
         messages = load_prompt("verdict").render(
-            evidence=ask.evidence,
+            evidence=render_evidence(ask.items),
             claim=fence(ask.claim.text, "claim"),
             subclaims=fence(format_subclaims(ask.subclaims), "sub-claims"),
         )
@@ -169,15 +205,15 @@ class LMVerdictGenerator(LMStep):
         return VerdictOutcome(verdict, reasoning, raw=res.raw, unreadable=res.unreadable)
 
     async def _judge_group(self, asks: Sequence[_VerdictAsk]) -> list[VerdictOutcome]:
-        """One prompt for the claims of `asks` (whose evidence is the same text): the evidence
-        once, then the claims. A claim the reply leaves out, or whose entry cannot be read, is
-        judged alone (`_judge_alone`)."""
+        """One prompt for the claims of `asks`: the union of their evidence items once, then the
+        claims, each naming its own items. A claim the reply leaves out, or whose entry cannot be
+        read, is judged alone (`_judge_alone`)."""
         if len(asks) == 1:
             return [await self._judge_alone(asks[0])]
         n = len(asks)
+        items, own = union_items(asks)
         messages = load_prompt("verdict_shared").render(
-            evidence=asks[0].evidence,
-            claims=render_claims([(a.claim.text, format_subclaims(a.subclaims)) for a in asks]),
+            evidence=render_evidence(items), claims=render_shared_claims(asks, own)
         )
         res = await self.model.generate_json(
             messages,

@@ -25,8 +25,9 @@ replies, retries, and evidence-compression reruns.
 Shared prompts (`VerifyConfig.claims_per_prompt` > 1 with `samples` 1, docs/method.md#shared-prompts):
 under the assumptions above every claim reads the same batches in the same rounds, so the run's
 evidence calls of one batch are the claims in groups of `claims_per_prompt` (the excerpts once per
-group, each claim's own text once); verdict prompts are shared in rounds whose input is roots
-only (a non-root's summary is written per claim, so those verdicts differ); decompositions are
+group, each claim's own text once); verdict prompts likewise, in every round (the union of the
+group's evidence: the roots once, each claim's non-root summaries; the union's token bound,
+`sharing.UNION_EVIDENCE_TOKENS`, is not applied); decompositions are
 grouped by wave (every claim's first statement, then the parts). Per-claim figures stay those of
 the one-claim form; the run's lower and estimate totals are the shared ones, its upper bound the
 one-claim form's (a claim out of step with its peers, e.g. one whose decomposition takes more
@@ -262,8 +263,11 @@ class _Round:
     evidence_shared_tokens: int = 0
     """The round's evidence prompts in the shared form, without their claims."""
     verdict_shared_tokens: int = 0
-    """The round's verdict prompt in the shared form, without its claims; 0 when the verdict
-    reads a non-root summary (written per claim: no two claims' verdicts share it)."""
+    """The round's verdict prompt in the shared form with one claim's evidence, without its
+    claims."""
+    verdict_own_tokens: int = 0
+    """What each further claim of a shared verdict prompt adds as evidence: its own non-root
+    summaries (written per claim; the roots it reads are in the prompt once)."""
 
 
 def _traverse(
@@ -287,15 +291,16 @@ def _traverse(
         plan = ReadPlan(dag, sentences, state.to_read, config)
         to_read, batches = plan.to_read, plan.batches
         roots, nonroots = dag.split_roots(to_read)
-        v_calls, v_tokens, v_shared = 0, 0, 0
+        v_calls, v_tokens, v_shared, v_own = 0, 0, 0, 0
         if to_read or carried:
             items = [VerdictInput((n,), False, "x" * SUMMARY_CHARS) for n in nonroots]
             items += [
                 VerdictInput((n,), True, dag.node(n).text) for n in sorted({*roots, *carried})
             ]
             v_calls, v_tokens = 1, prompts.verdict_tokens(items)
-            if not nonroots:
-                v_shared = prompts.verdict_shared_tokens(items)
+            v_shared = prompts.verdict_shared_tokens(items)
+            if nonroots:
+                v_own = estimate_tokens(render_evidence(items[: len(nonroots)]))
         # Every node read yields evidence (the assumption), so every root read is carried on.
         state = next_round(state, plan, to_read, assumed, dag, config)
         rounds.append(
@@ -307,6 +312,7 @@ def _traverse(
                 len(state.checked),
                 sum(prompts.evidence_shared_tokens(b) for b in batches),
                 v_shared,
+                v_own,
             )
         )
         if state.termination is not None:
@@ -452,12 +458,15 @@ def _shared_scenario(
         for r in rounds:
             if not r.verdict_calls:
                 continue
-            if r.verdict_shared_tokens:
-                v_calls += g
-                v_in += (g - g1) * r.verdict_shared_tokens + g1 * r.verdict_tokens + d
-            else:
-                v_calls += n
-                v_in += n * r.verdict_tokens + d
+            # One prompt per group: the union of its claims' items (the roots once, each
+            # claim's own summaries), then the claims.
+            v_calls += g
+            v_in += (
+                (g - g1) * r.verdict_shared_tokens
+                + (n - g) * r.verdict_own_tokens
+                + g1 * r.verdict_tokens
+                + d
+            )
         n_verdicts = n * sum(r.verdict_calls for r in rounds)
         steps[VERDICT] = StepEstimate(v_calls, v_in, n_verdicts * OUTPUT_TOKENS[VERDICT])
     base = prompts.decompose_tokens(_PLACEHOLDER)
