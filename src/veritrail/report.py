@@ -468,6 +468,9 @@ def as_report(report: ReportSource, *, source: str | Path | None = None) -> Repo
     current version (`migrate`)."""
     if isinstance(report, ReportDoc):
         return report
+    typed = getattr(report, "doc", None)  # a `results.Report` keeps its validated model
+    if isinstance(typed, ReportDoc):
+        return typed
     if source is None:
         return migrate(parse_report(report))
     try:
