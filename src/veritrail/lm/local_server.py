@@ -115,6 +115,11 @@ def start_server(config: ServerConfig) -> StartedServer:
     # descriptor of this process); llama.cpp keeps its own mapping of them after that.
     with open_gguf(config.model, config.model_dir) as path:
         params.model.path = str(path)
+        mode = getattr(xllamacpp, "llama_load_mode", None)
+        if str(path).startswith("/proc/") and mode is not None:
+            # Mapped, as its default does with a file: the mapping shares the memory file's pages
+            # (read into buffers or direct I/O, the weights would be in memory twice).
+            params.load_mode = mode.LLAMA_LOAD_MODE_MMAP
         t = threading.Thread(target=start, name=f"veritrail-llama-{config.model}", daemon=True)
         t.start()
         t.join()
