@@ -210,6 +210,7 @@ def test_a_bad_conversation_file_exits_2_with_one_line(case: str, tmp_path: Path
             "--chunk-sentences and --chunk-tokens cut SOURCE files, not a conversation",
         ),
         (["--conversation", "missing.json"], "conversation file missing.json not found"),
+        (["--conversation", "-"], "--conversation reads a file, not stdin (-)"),
         ([], "give ANSWER and at least one SOURCE (or --conversation FILE)"),
         (["answer.txt"], "give ANSWER and at least one SOURCE (or --conversation FILE)"),
     ],

@@ -106,7 +106,9 @@ def _conversation_inputs(
         raise JobInputError(
             "--chunk-sentences and --chunk-tokens cut SOURCE files, not a conversation"
         )
-    if path == STDIN or not Path(path).is_file():
+    if path == STDIN:
+        raise JobInputError("--conversation reads a file, not stdin (-)")
+    if not Path(path).is_file():
         raise JobInputError(f"conversation file {path} not found")
     dag = InMemoryDag(read_conversation(path), name=Path(path).stem or "conversation")
     return {"dag": dag, "extra_inputs": [("conversation file", path)]}
