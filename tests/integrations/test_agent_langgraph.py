@@ -65,8 +65,9 @@ def book_flight(flight: str, date: str, frequent_flyer: str) -> str:
     return BOOKING
 
 
-def record_agent(path: Path) -> None:
-    """Two turns of one conversation (a checkpointer keeps the first); the second is traced."""
+def record_agent(path: Path, thought: str = "") -> None:
+    """Two turns of one conversation (a checkpointer keeps the first); the second is traced.
+    `thought`: text the model writes beside its book_flight call (a generation of its own)."""
     model = ToolCallingFake(
         responses=[
             AIMessage(content="Hello Ada, where would you like to fly?"),
@@ -81,7 +82,7 @@ def record_agent(path: Path) -> None:
                 ],
             ),
             AIMessage(
-                content="",
+                content=thought,
                 tool_calls=[
                     {
                         "name": "book_flight",
@@ -194,3 +195,30 @@ def test_the_misstated_date_is_not_supported_at_the_answering_call(
     assert sorted(flyer["provenance"]) == sorted([[_by_text(dag, FIRST_TURN)], [book]])
     # The terminal summary names the step: the answering call's node.
     assert f"error stage {wrong['error_stages'][0]}, node {dag.terminal}" in r.output
+
+
+THOUGHT = "LH 400 leaves Frankfurt at 10:15 on 3 May. I will book it."
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the answering call's prompt holds the earlier call's text and everything that call "
+    "read, so both are its sources; the loop then judges the claim with the earlier call's text "
+    "beside its sources and ends there (method/rounds.py, rule 1): Fully Supported",
+)
+def test_a_misstatement_an_earlier_call_made_is_found_at_that_call(tmp_path: Path) -> None:
+    trace, dag_path = tmp_path / "trace.json", tmp_path / "dag.json"
+    record_agent(trace, THOUGHT)
+    r = CliRunner().invoke(cli, ["from-trace", str(trace), "--out", str(dag_path)])
+    assert r.exit_code == 0, r.output
+    dag = load_dag(dag_path)
+    thought = _by_text(dag, THOUGHT)
+    assert thought in dag.sources(dag.terminal)
+    report = tmp_path / "report.json"
+    args = ["verify", str(dag_path), "--model", "demo/overlap", "--out", str(report)]
+    r = CliRunner().invoke(cli, [*args, "--run-dir", str(tmp_path / "run")])
+    assert r.exit_code == 0, r.output
+    claims = {c["text"]: c for c in json.loads(report.read_text())["claims"]}
+    wrong = claims["LH 400 leaves Frankfurt on 3 May."]
+    assert wrong["verdict"] == "Not Fully Supported"
+    assert wrong["error_stages"] == [dag.node(thought).stage]
