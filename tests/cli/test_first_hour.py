@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+import reportkit
 from veritrail.cli.main import cli
 from veritrail.lm import local_weights
 from veritrail.report import MODEL_LABELS, model_kind, read_report, report_model_kind
@@ -65,7 +66,8 @@ def test_model_kinds_by_name_and_old_reports_read_the_same() -> None:
     assert model_kind("oracle") == "oracle"
     assert MODEL_LABELS["judge"] is None
     # A version 2 report has neither field: the kind is derived from its model.
-    assert report_model_kind({"model": "local/smollm2-135m"}) == (
+    old = reportkit.report(version=2, model="local/smollm2-135m")
+    assert report_model_kind(old) == (
         "embedded",
         MODEL_LABELS["embedded"],
     )
