@@ -6,6 +6,7 @@ share one budget, and a dollar cap on a model with no known price is refused bef
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -146,7 +147,9 @@ def _manifest(tmp_path: Path) -> Path:
     return path
 
 
-def _batch(srv: FakeOpenAIServer, manifest: Path, *args: str) -> Result:
+def _batch(
+    srv: FakeOpenAIServer, manifest: Path, *args: str, pace: tuple[str, ...] = tuple(SERIAL)
+) -> Result:
     return CliRunner().invoke(
         cli,
         [
@@ -159,23 +162,30 @@ def _batch(srv: FakeOpenAIServer, manifest: Path, *args: str) -> Result:
             "--cache",
             "off",
             "--quiet",
-            *SERIAL,
+            *pace,
             *args,
         ],
     )
 
 
 @pytest.mark.usefixtures("priced")
-def test_a_batch_shares_one_budget_across_its_jobs(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "pace",
+    [tuple(SERIAL), ("--concurrency", "4")],
+    ids=["one call at a time", "4 calls at once, shared prompts"],
+)
+def test_a_batch_shares_one_budget_across_its_jobs(tmp_path: Path, pace: tuple[str, ...]) -> None:
     """Each job alone costs `one`; with a cap of 0.6 × `one` the two jobs together stay within
     it (one budget per job would let them spend up to 1.2 × `one`), and end close to it."""
     with FakeOpenAIServer(responder=responder) as srv:
-        full = _verify(srv, "--cache", "off", "--run-dir", str(tmp_path / "one"))
+        full = _batch(srv, _manifest(tmp_path), pace=pace)
         assert full.exit_code in (0, 1), full.output
-        one, calls = _spent(tmp_path / "one"), srv.count
+        one, calls = _spent(tmp_path / "run-a"), srv.count / 2
+        for d in ("run-a", "run-b"):
+            shutil.rmtree(tmp_path / d)
         srv.reset_counters()
         cap = 0.6 * one
-        res = _batch(srv, _manifest(tmp_path), "--max-cost", f"{cap}")
+        res = _batch(srv, _manifest(tmp_path), "--max-cost", f"{cap}", pace=pace)
         assert res.exit_code == 3, res.output
         line = _last_line(res)
         assert line.startswith("budget reached: ") and "of 8 claims verified" in line, line

@@ -46,12 +46,47 @@ def _msgs(text: str) -> list[Message]:
     return [Message("user", text)]
 
 
-def test_calls_in_flight_finish_and_no_new_call_starts() -> None:
-    """Two calls held in flight reserve their share; a third that would pass the cap is refused
-    at once (nothing sent) while they are held; released, both finish and are counted."""
+def test_calls_in_flight_finish_and_a_call_that_cannot_fit_is_refused() -> None:
+    """A call held in flight keeps its reservation; a call that would pass the cap whatever the
+    held one costs is refused at once (nothing sent); released, the held call finishes and is
+    counted, and every later call is refused, however small."""
     reply = 50
     one = prompt_estimate(_msgs("question 0")) + reply
-    budget = Budget(max_tokens=2 * one + one // 2)  # room for two reservations, not three
+    budget = Budget(max_tokens=one + 10)
+    cfg = GenerateConfig(max_tokens=reply)
+
+    async def go(srv: FakeOpenAIServer) -> None:
+        m = _model(srv, budget, concurrency=4)
+        srv.hold()
+        held = asyncio.create_task(m.generate(_msgs("question 0"), cfg, step="s"))
+        assert await asyncio.to_thread(srv.wait_for_requests, 1)
+        with pytest.raises(BudgetExhausted) as refused:
+            await m.generate(_msgs("question 1"), GenerateConfig(max_tokens=5_000), step="s")
+        assert "budget reached" in refused.value.cause and "--max-tokens" in refused.value.cause
+        assert srv.count == 1  # the refused call sent nothing
+        srv.release()
+        g = await held
+        spent = budget.spend()
+        assert spent.calls == 1 and spent.refused == 1
+        assert spent.tokens == g.input_tokens + g.output_tokens
+        assert spent.reserved_tokens == 0  # settled: the reservation is gone
+        # Reached for good: even a tiny call is refused now, and still nothing is sent.
+        with pytest.raises(BudgetExhausted):
+            await m.generate(_msgs("x"), GenerateConfig(max_tokens=1), step="s")
+        assert srv.count == 1
+        await m.aclose()
+
+    with FakeOpenAIServer(responder=lambda _req: "ok") as srv:
+        asyncio.run(go(srv))
+
+
+def test_a_call_that_fits_once_the_calls_in_flight_settle_waits_for_them() -> None:
+    """Two held calls reserve most of the cap; a third that fits beside what was spent (but not
+    beside their reservations) waits, sending nothing, and starts once they have settled at
+    what they cost (far below their reply limits)."""
+    reply = 50
+    one = prompt_estimate(_msgs("question 0")) + reply
+    budget = Budget(max_tokens=2 * one + one // 2)
     cfg = GenerateConfig(max_tokens=reply)
 
     async def go(srv: FakeOpenAIServer) -> None:
@@ -61,21 +96,16 @@ def test_calls_in_flight_finish_and_no_new_call_starts() -> None:
             asyncio.create_task(m.generate(_msgs(f"question {i}"), cfg, step="s")) for i in (0, 1)
         ]
         assert await asyncio.to_thread(srv.wait_for_requests, 2)
-        with pytest.raises(BudgetExhausted) as refused:
-            await m.generate(_msgs("question 2"), cfg, step="s")
-        assert "budget reached" in refused.value.cause and "--max-tokens" in refused.value.cause
-        assert srv.count == 2  # the refused call sent nothing
-        assert budget.reached is not None
+        third = asyncio.create_task(m.generate(_msgs("question 2"), cfg, step="s"))
+        while budget.spend().waiting == 0:  # yield until the third call is waiting for room
+            await asyncio.sleep(0)
+        assert srv.count == 2 and not third.done()
         srv.release()
-        gens = await asyncio.gather(*first)
+        await asyncio.gather(*first, third)
+        assert srv.count == 3
         spent = budget.spend()
-        assert spent.calls == 2 and spent.refused == 1
-        assert spent.tokens == sum(g.input_tokens + g.output_tokens for g in gens)
-        assert spent.reserved_tokens == 0  # settled: the reservations are gone
-        # Reached for good: even a tiny call is refused now, and still nothing is sent.
-        with pytest.raises(BudgetExhausted):
-            await m.generate(_msgs("x"), GenerateConfig(max_tokens=1), step="s")
-        assert srv.count == 2
+        assert spent.calls == 3 and spent.refused == 0 and budget.reached is None
+        assert spent.tokens <= budget.max_tokens  # type: ignore[operator]
         await m.aclose()
 
     with FakeOpenAIServer(responder=lambda _req: "ok") as srv:
@@ -178,7 +208,9 @@ def test_the_counted_spend_stays_within_the_bound(
     the counted spend never exceeds the cap by more than the settled calls' excess over their
     reservations: ``spent <= cap + sum(max(0, actual - reserved))``. So a call within its
     reservation (reply limit kept, prompt within the estimate) never takes the spend past the
-    cap. Once a call is refused, every later one is."""
+    cap. A call is refused only when the spend plus its own reservation passes the cap (within
+    one call's reservation of it); one that must wait does so only while calls are in flight.
+    Once a call is refused, every later one is."""
     import random
 
     rng = order if isinstance(order, random.Random) else random.Random(0)
@@ -202,11 +234,27 @@ def test_the_counted_spend_stays_within_the_bound(
         while len(flying) >= in_flight:
             finish_one()
         was_reached = budget.reached is not None
-        try:
-            r = budget.reserve(_msgs("x" * chars), limit, PRICE)
-        except BudgetExhausted:
-            assert budget.reached is not None
+        msgs = _msgs("x" * chars)
+        got: Reservation | None = None
+        while True:
+            own, before = budget.estimate(msgs, limit, PRICE), budget.spend()
+            try:
+                got = budget.try_reserve(msgs, limit, PRICE)
+            except BudgetExhausted:
+                assert budget.reached is not None
+                if not was_reached:  # refused only when its own reservation cannot fit the spend
+                    assert (cap_tokens is not None and before.tokens + own.tokens > cap_tokens) or (
+                        cap_cost is not None and before.dollars + own.dollars > cap_cost + 1e-12
+                    )
+                break
+            if got is not None:
+                break
+            # It fits only once calls in flight settle: one finishes, then it looks again.
+            assert flying, "a call waits with nothing in flight to wait for"
+            finish_one()
+        if got is None:
             continue
+        r = got
         assert not was_reached, "a call started after the budget was reached"
         flying.append((r, tin, tout, fails))
         spent = budget.spend()

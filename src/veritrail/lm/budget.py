@@ -15,20 +15,23 @@ A call's cost is known only after it. So before it starts, the call *reserves* a
 
 A call starts only if what was spent, plus what the calls in flight reserved, plus its own
 reservation stays within the cap; when it finishes its reservation is replaced by what it really
-cost (the provider's token counts, as `Model.usage` counts them). Once one call is refused the
+cost (the provider's token counts, as `Model.usage` counts them). A call that would fit once the
+calls in flight settle (what was spent plus its own reservation is within the cap) waits for
+them; a call that would pass the cap whatever they cost is refused (`BudgetExhausted`), and the
 budget is *reached* for good: no later call starts, whatever its size, so a run stops in one
 place instead of trickling on with small calls. Calls already in flight finish.
 
 The bound (tests/lm/test_budget.py checks it with hypothesis): the counted spend never exceeds
 the cap by more than the calls' excess over their reservations, ``spent <= cap + sum(max(0,
 actual - reserved))``; with a reply limit and a prompt within the estimate that excess is 0 and
-the spend never passes the cap. And when the budget is reached, the refused call's reservation
-did not fit: the spend then is within that one call's reservation (plus the reservations of the
-calls still in flight, which settle at what they cost) of the cap.
+the spend never passes the cap. And a call is refused only when what was spent plus its own
+reservation passes the cap: the run stops within one call's reservation of the cap, however
+many calls were in flight.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import threading
 from collections.abc import Sequence
@@ -80,6 +83,8 @@ class Spend:
     reserved_dollars: float
     calls: int
     refused: int
+    waiting: int = 0
+    """Calls waiting for the calls in flight to settle before they can start."""
 
 
 def _money(x: float) -> str:
@@ -109,6 +114,8 @@ class Budget:
         self._calls = 0
         self._refused = 0
         self._longest_reply: int | None = None
+        self._in_flight = 0
+        self._waiters: list[asyncio.Future[None]] = []
         self.reached: str | None = None
         """Why no further call starts (set by the first refused call), or None."""
 
@@ -127,6 +134,7 @@ class Budget:
                 self._reserved_dollars,
                 self._calls,
                 self._refused,
+                sum(1 for w in self._waiters if not w.done()),
             )
 
     def caps(self) -> str:
@@ -138,39 +146,82 @@ class Budget:
             parts.append(f"--max-tokens {self.max_tokens}")
         return " ".join(parts)
 
-    def reserve(
+    def try_reserve(
         self, messages: Sequence[Message], max_reply: int | None, price: Price | None
-    ) -> Reservation:
-        """Reserve a call's estimated cost, or raise `BudgetExhausted` (and mark the budget
-        reached) when it would pass a cap. `price` None counts 0 dollars (free or unpriced:
-        a `--max-cost` run refuses an unpriced model before any call, `check_priced`)."""
-        prompt = prompt_estimate(messages)
+    ) -> Reservation | None:
+        """Reserve a call's estimated cost when it fits beside the calls in flight; None when it
+        fits only once they settle (the caller waits: `reserve`); `BudgetExhausted` (and the
+        budget marked reached) when it would pass a cap whatever they cost, i.e. what was spent
+        plus its own reservation is already above it. `price` None counts 0 dollars (free or
+        unpriced: a `--max-cost` run refuses an unpriced model before any call, `check_priced`).
+        """
         with self._lock:
-            seen = self._longest_reply
-            reply = max_reply if max_reply is not None else seen or DEFAULT_REPLY_RESERVE
-            tokens = prompt + reply
-            dollars = price.dollars(prompt, reply) if price is not None else 0.0
+            tokens, dollars = self._estimate(messages, max_reply, price)
             if self.reached is None:
-                over = self._over(tokens, dollars)
-                if over is not None:
-                    self.reached = over
+                self.reached = self._over(tokens, dollars, reserved=False)
+                if self.reached is not None:
+                    self._wake()  # calls waiting for room are refused now, not at the next settle
             if self.reached is not None:
                 self._refused += 1
                 raise BudgetExhausted(self.reached)
+            if self._over(tokens, dollars, reserved=True) is not None:
+                return None
             self._reserved_tokens += tokens
             self._reserved_dollars += dollars
+            self._in_flight += 1
             return Reservation(tokens, dollars)
 
-    def _over(self, tokens: int, dollars: float) -> str | None:
-        """Why a call reserving `tokens` and `dollars` would pass a cap, or None (lock held)."""
+    def estimate(
+        self, messages: Sequence[Message], max_reply: int | None, price: Price | None
+    ) -> Reservation:
+        """What a call would reserve now (nothing is reserved)."""
+        with self._lock:
+            return Reservation(*self._estimate(messages, max_reply, price))
+
+    def _estimate(
+        self, messages: Sequence[Message], max_reply: int | None, price: Price | None
+    ) -> tuple[int, float]:
+        prompt = prompt_estimate(messages)
+        seen = self._longest_reply
+        reply = max_reply if max_reply is not None else seen or DEFAULT_REPLY_RESERVE
+        return prompt + reply, price.dollars(prompt, reply) if price is not None else 0.0
+
+    async def reserve(
+        self, messages: Sequence[Message], max_reply: int | None, price: Price | None
+    ) -> Reservation:
+        """`try_reserve`, waiting while the call fits only once calls in flight settle: near the
+        cap calls go one after the other instead of being refused while the spend is still
+        below it (calls queued behind a batch's shared concurrency limit hold reservations)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            waiter: asyncio.Future[None] = loop.create_future()
+            with self._lock:
+                self._waiters.append(waiter)
+            try:
+                got = self.try_reserve(messages, max_reply, price)
+                if got is not None:
+                    return got
+                await waiter  # woken by a settle, a release or the budget being reached
+            finally:
+                with self._lock:
+                    self._waiters.remove(waiter)
+
+    def _wake(self) -> None:
+        """Wake every call waiting for room (lock held); safe from any thread."""
+        for w in self._waiters:
+            if not w.done():
+                w.get_loop().call_soon_threadsafe(_resolve, w)
+
+    def _over(self, tokens: int, dollars: float, *, reserved: bool) -> str | None:
+        """Why a call reserving `tokens` and `dollars` would pass a cap (counting what the calls
+        in flight reserved when `reserved`), or None. Lock held."""
         cap_tokens, cap_cost = self.max_tokens, self.max_cost
-        if cap_tokens is not None and self._tokens + self._reserved_tokens + tokens > cap_tokens:
+        held_tokens = self._reserved_tokens if reserved else 0
+        held_dollars = self._reserved_dollars if reserved else 0.0
+        if cap_tokens is not None and self._tokens + held_tokens + tokens > cap_tokens:
             return f"budget reached ({self._tokens:,} tokens spent, --max-tokens {cap_tokens})"
         # A small tolerance: float sums of prices must not refuse a call that fits exactly.
-        if (
-            cap_cost is not None
-            and self._dollars + self._reserved_dollars + dollars > cap_cost + 1e-12
-        ):
+        if cap_cost is not None and self._dollars + held_dollars + dollars > cap_cost + 1e-12:
             return f"budget reached ({_money(self._dollars)} spent, --max-cost {cap_cost:g})"
         return None
 
@@ -193,10 +244,17 @@ class Budget:
     def _release(self, r: Reservation) -> None:
         self._reserved_tokens -= r.tokens
         self._reserved_dollars -= r.dollars
-        if self._reserved_tokens <= 0:
+        self._in_flight -= 1
+        if self._in_flight == 0:
             # No call in flight: drop the float dust of many additions and subtractions.
             self._reserved_tokens = 0
             self._reserved_dollars = 0.0
+        self._wake()  # room was freed (or the spend grew): waiting calls look again
+
+
+def _resolve(w: asyncio.Future[None]) -> None:
+    if not w.done():
+        w.set_result(None)
 
 
 def check_priced(model_name: str, price: Price | None, budget: Budget | None) -> None:

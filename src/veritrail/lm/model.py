@@ -380,7 +380,7 @@ class Model:
                 if budget is not None and not reserved:
                     # Reserved once a slot is held, so calls queued behind the concurrency limit
                     # do not hold reservations; BudgetExhausted is fatal: never retried.
-                    reserved.append(budget.reserve(messages, cfg.max_tokens, self._price))
+                    reserved.append(await budget.reserve(messages, cfg.max_tokens, self._price))
                 self.stats.requests += 1
                 return await self.provider.generate(messages, cfg)
 
