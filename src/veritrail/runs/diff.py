@@ -419,14 +419,16 @@ def read_report(path: str | Path) -> dict[str, Any]:
 def load_side(path: str | Path, *, label: str, use_reviews: bool = True) -> Side:
     """Read one side of the diff: a run directory (its report.json, with the reviews the run
     directory holds) or a report file."""
+    from ..report import load_report_doc
+
     rep_path = report_path_of(path)
     with _collector_paused():  # many small objects, none of them garbage
-        report = read_report(rep_path)
+        report = load_report_doc(rep_path)  # validated once, in one pass over the text
         if use_reviews and Path(path).is_dir():
-            from .reviewing import report_with_reviews
+            from .reviewing import doc_with_reviews
 
             # The run directory's reviews.jsonl is the truth; report.json may predate a review.
-            report = report_with_reviews(report, Path(path))
+            report = doc_with_reviews(report, Path(path))
         run_id = Path(path).resolve().name if Path(path).is_dir() else None
         return side_from_report(
             report, label=label, path=str(path), use_reviews=use_reviews, run_id=run_id

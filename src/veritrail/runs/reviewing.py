@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..redaction import redact
-from ..report import ReportFormatError, read_report, write_report
+from ..report import ReportDoc, ReportFormatError, read_report, write_report
 from .files import RunDirError, load_claims, load_run_json, read_results
 from .layout import HTML_REPORT, LOCK_FILE, PARTIAL_REPORT, REPORT_FILE, REVIEWS_FILE
 from .reviews import (
@@ -37,6 +37,7 @@ from .reviews import (
     effective_reviews,
     parse_verdict,
     read_reviews,
+    reviewed_doc,
 )
 
 
@@ -186,6 +187,11 @@ def report_with_reviews(report: Mapping[str, Any], run_dir: str | Path) -> dict[
     return apply_reviews(report, effective_reviews(read_reviews(run_dir)))
 
 
+def doc_with_reviews(doc: ReportDoc, run_dir: str | Path) -> ReportDoc:
+    """A typed report with the effective reviews of `run_dir` (`reviews.reviewed_doc`)."""
+    return reviewed_doc(doc, effective_reviews(read_reviews(run_dir)))
+
+
 @contextlib.contextmanager
 def _unless_running(run_dir: Path) -> Iterator[bool]:
     """Hold the run directory's lock (the run store's `flock` on `.lock`) while the body runs;
@@ -244,6 +250,7 @@ __all__ = [
     "ReportsUpdate",
     "add_review",
     "default_author",
+    "doc_with_reviews",
     "now_utc",
     "report_with_reviews",
     "update_run_reports",

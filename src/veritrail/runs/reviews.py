@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import InputProblem
 from ..records import Verdict
-from ..report import with_claim_reviews
+from ..report import ReportDoc, ReviewDoc, with_claim_reviews
 from ..textio import fsync_dir, read_regular_bytes
 from .layout import REVIEWS_FILE
 
@@ -254,6 +254,19 @@ def apply_reviews(report: Mapping[str, Any], reviews: Mapping[str, ClaimReview])
     return with_claim_reviews(report, review_of)
 
 
+def reviewed_doc(doc: ReportDoc, reviews: Mapping[str, ClaimReview]) -> ReportDoc:
+    """A typed report with each claim's ``review`` the effective one of `reviews` (none: the
+    claim has none), for a reader (`veritrail diff`); `apply_reviews` does the same to a report
+    document that is written."""
+
+    def review_of(claim_id: str) -> ReviewDoc | None:
+        got = reviews.get(claim_id)
+        return ReviewDoc.model_validate(got.to_report()) if got is not None else None
+
+    claims = [c.model_copy(update={"review": review_of(c.id)}) for c in doc.claims]
+    return doc.model_copy(update={"claims": claims})
+
+
 __all__ = [
     "MAX_AUTHOR_CHARS",
     "MAX_REASON_CHARS",
@@ -269,4 +282,5 @@ __all__ = [
     "effective_reviews",
     "parse_verdict",
     "read_reviews",
+    "reviewed_doc",
 ]
