@@ -307,3 +307,39 @@ def test_reportkit_builds_valid_reports() -> None:
     typed = as_report(doc)
     assert typed.summary.count(Verdict.NOT_FULLY_SUPPORTED) == 1
     assert exit_code(typed, 0.5) is ExitCode.GATE
+
+
+def test_the_one_pass_read_and_the_strict_read_agree(
+    oracle: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    path, doc = oracle
+    assert load_report_doc(path) == as_report(doc)
+    old = tmp_path / "v1.json"
+    old.write_text(json.dumps(_as_version_1(doc)), encoding="utf-8")
+    assert load_report_doc(old) == as_report(_as_version_1(doc))
+    # What pydantic's JSON parser would take and JSON does not is refused as every file is.
+    text = path.read_text(encoding="utf-8")
+    for name, bad, message in (
+        ("nan.json", text.replace('"score": null', '"score": NaN', 1), "NaN"),
+        ("surrogate.json", text.replace('"c1"', '"\\ud800"', 1), "surrogate"),
+        ("v9.json", text.replace('"version": 3', '"version": 9', 1), "report version 9"),
+    ):
+        assert bad != text, name
+        (tmp_path / name).write_text(bad, encoding="utf-8")
+        with pytest.raises(ReportFormatError, match=message):
+            load_report_doc(tmp_path / name)
+
+
+def test_a_diff_sees_a_run_directorys_reviews() -> None:
+    from veritrail.runs.reviews import ClaimReview, Review, reviewed_doc
+
+    doc = as_report(reportkit.report([{"id": "c1", "verdict": "Not Fully Supported"}]))
+    latest = Review(
+        "c1", Verdict.FULLY_SUPPORTED, "the source says so", "ann", "2026-01-01T00:00:00Z"
+    )
+    review = ClaimReview(latest, count=2)
+    seen = reviewed_doc(doc, {"c1": review})
+    assert seen.claims[0].review is not None
+    assert seen.claims[0].review.verdict is Verdict.FULLY_SUPPORTED
+    assert seen.claims[0].verdict is Verdict.NOT_FULLY_SUPPORTED  # the model's stays
+    assert reviewed_doc(seen, {}).claims[0].review is None  # a stale review is dropped
