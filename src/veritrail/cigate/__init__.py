@@ -1,7 +1,8 @@
-"""CI outputs of the gate: JUnit XML, SARIF 2.1.0 and GitHub Actions annotations from report
-dicts (verify, check, each job of a batch) or a diff document (`veritrail diff`).
+"""CI outputs of the gate: JUnit XML, SARIF 2.1.0 and GitHub Actions annotations from reports
+(verify, check, each job of a batch) or a diff document (`veritrail diff`).
 
-Reads report dicts only (layer 4, beside `report`): it never imports `run/` or `batch/`; the
+Reads reports only, through their typed model (`report.as_report`: a dict or a `ReportDoc`;
+layer 4, beside `report`): it never imports `run/` or `batch/`; the
 commands check the output paths before any model call and call `write_ci_outputs` at the end.
 See docs/running.md, "CI outputs".
 """
