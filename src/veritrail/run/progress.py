@@ -24,8 +24,10 @@ activity when it reports one (`activity`, e.g. the embedded model's "starting ..
 weights"), else "waiting for the model's first reply".
 
 The time left (`eta`) is meant to be read, so it must not swing: none until `ETA_MIN_CLAIMS`
-claims finished in this session; measured from the first answered call of the session (starting
-a model or extracting claims happens once and is not a claim's pace); recomputed only when a claim
+claims finished in this session; counted in model calls (the calls the unfinished claims still
+need, by the mean of the finished ones, times the seconds per answered call), not in claims,
+since claims in flight together finish together; paced from the first answered call of the
+session (starting a model or extracting claims happens once); recomputed only when a claim
 finishes, averaged with the previous estimate, and counted down in between (the plain pace
 `elapsed / done × left` grows with every second between two finished claims and drops at each,
 the saw-tooth that went from 15 min to 2 min); none when the countdown runs out, until the next
@@ -138,6 +140,10 @@ class ProgressReporter:
         """When the first call of this session was answered (the pace is measured from it)."""
         self._eta_at: tuple[float, float] | None = None
         """(clock, seconds left) at the last finished claim: the countdown's anchor."""
+        self._claim_calls: Counter[str] = Counter()
+        """Calls answered in this session, per claim (the unit of work the estimate counts)."""
+        self._finished_calls = 0
+        """Calls of the claims finished in this session."""
 
     # feeds -----------------------------------------------------------------------------------
     def extracting(self) -> None:
@@ -175,12 +181,17 @@ class ProgressReporter:
     def call(self, event: CallLike) -> None:
         """`Model(on_call=...)` hook."""
         self.figures.call(event)
-        if self._work_t0 is None and not self.figures.extracting:
+        if self.figures.extracting:
+            return
+        if self._work_t0 is None:
             self._work_t0 = self._clock()
+        if event.error is None and event.claim is not None:
+            self._claim_calls[event.claim] += 1
 
     def claim_finished(self, result: ClaimResult) -> None:
         """`verify_claims(on_result=...)` hook."""
         self.figures.finished(result)
+        self._finished_calls += self._claim_calls.pop(result.claim.id, 0)
         self._update_eta()
         self.tick()
 
@@ -226,16 +237,42 @@ class ProgressReporter:
             return "waiting for the model's first reply"
         return None
 
+    def calls_left(self) -> float | None:
+        """Calls the unfinished claims still need, by the mean of the claims finished in this
+        session (a claim in flight has made some of its calls; each needs at least one more), or
+        None before a claim finished."""
+        f = self.figures
+        new = f.done - f.resumed
+        if new <= 0:
+            return None
+        mean = self._finished_calls / new
+        flying = list(f.in_flight)
+        waiting = max(0, f.total - f.done - len(flying))
+        return sum(max(1.0, mean - self._claim_calls[c]) for c in flying) + waiting * max(1.0, mean)
+
     def _update_eta(self) -> None:
-        """A finished claim: a fresh estimate, averaged with the counted-down previous one."""
+        """A finished claim: a fresh estimate (calls left × seconds per answered call),
+        averaged with the counted-down previous one.
+
+        Counted in calls, not claims: claims in flight together (shared prompts, one embedded
+        slot) finish close together at the end, so the seconds per finished claim overstated
+        the time left at the first ones (the quick start said 18 min with 1.5 min to go)."""
         f = self.figures
         new = f.done - f.resumed
         left = f.total - f.done
         now = self._clock()
-        if left <= 0 or new < ETA_MIN_CLAIMS or self._work_t0 is None:
+        answered = self._finished_calls + sum(self._claim_calls.values())
+        calls_left = self.calls_left()
+        if (
+            left <= 0
+            or new < ETA_MIN_CLAIMS
+            or self._work_t0 is None
+            or calls_left is None
+            or answered <= 0
+        ):
             self._eta_at = None
             return
-        fresh = (now - self._work_t0) / new * left
+        fresh = (now - self._work_t0) / answered * calls_left
         previous = self.eta()
         value = fresh if previous is None else ETA_WEIGHT * fresh + (1 - ETA_WEIGHT) * previous
         self._eta_at = (now, value)
