@@ -1,7 +1,12 @@
 """The versioned JSON report (`"format": "veritrail-report"`), schema in `schemas/report.schema.json`.
 
 `claim_to_dict` / `claim_from_dict` are exact inverses, so a run store can keep finished claims as
-report fragments and a resumed run rebuilds the same report. Fields that vary between otherwise
+report fragments and a resumed run rebuilds the same report.
+
+The read side: every reader of reports takes the typed model of `report_model` through
+`as_report` (or `as_claim`, `load_report_doc`), validated once there, an older version migrated
+in one place (`migrate`), and reads attributes, never a report dict by key
+(tests/test_report_readers.py). The document itself is read and edited by key only here. Fields that vary between otherwise
 identical runs (timestamps, wall times) live under `"run"` and in `cost.wall_seconds`;
 `comparable(report)` drops them for equality checks.
 """
@@ -523,8 +528,8 @@ def load_report_doc(path: str | Path) -> ReportDoc:
 
 
 def report_document(doc: ReportDoc) -> dict[str, Any]:
-    """A typed report back as the JSON document (the fields the file had, and the migrated
-    ones), for the writers that re-write a report (`runs.reviewing`)."""
+    """A typed report back as a JSON document (the fields the file had, and the migrated ones;
+    no default filled in), e.g. to redact every string of it (`cigate`)."""
     return doc.model_dump(mode="json", exclude_unset=True, by_alias=True)
 
 
