@@ -433,12 +433,14 @@ def _budget_note(state: RunState) -> tuple[str, ...]:
 
 def budget_line(report: Mapping[str, Any], budget: Budget, run_dir: Path | str) -> str:
     """The one line a run the cap stopped ends with: how far it got and how to go on."""
-    claims = report.get("claims", [])
-    done = sum(1 for c in claims if c.get("termination") != Termination.ERROR.value)
-    total = report.get("run", {}).get("claims_total") or len(claims)
+    from ..report import as_report
+
+    claims = as_report(report).claims  # the typed report, as every reader of reports reads it
+    done = sum(1 for c in claims if not c.errored)
+    left = len(claims) - done
     return (
-        f"budget reached: {done} of {total} claims verified; resume with a higher cap "
-        f"(veritrail resume {run_dir} {raise_cap(budget, done, total - done)})"
+        f"budget reached: {done} of {len(claims)} claims verified; resume with a higher cap "
+        f"(veritrail resume {run_dir} {raise_cap(budget, done, left)})"
     )
 
 
