@@ -10,7 +10,10 @@ Order (documented in docs/models.md): cache → retries → concurrency limit �
    unknown model, no quota, malformed URL) is remembered in `Model.fatal`: every later call
    raises it again at once, sending nothing and reading no cache.
 3. **Concurrency**: each attempt holds one slot of a semaphore shared by every claim that uses
-   this `Model` (waits between retries do not hold a slot).
+   this `Model` (waits between retries do not hold a slot). With a slot held, a call under a
+   spending cap (`Model.budget`, `lm.budget`: `--max-cost`, `--max-tokens`) reserves its
+   estimated cost once, waiting while only the calls in flight leave no room, or is refused
+   (`BudgetExhausted`, never retried, nothing sent); it settles at its real cost after the call.
 4. **Call**: the provider does the transport only.
 5. **Accounting**: calls, tokens and dollars per (claim, step); the claim comes from the context
    variable set by `claim_scope`, so steps only pass their step name. Prompt tokens the provider
@@ -378,8 +381,10 @@ class Model:
                 if self.fatal is not None:
                     raise self.fatal
                 if budget is not None and not reserved:
-                    # Reserved once a slot is held, so calls queued behind the concurrency limit
-                    # do not hold reservations; BudgetExhausted is fatal: never retried.
+                    # Reserved once a slot is held, so calls queued behind this model's limit hold
+                    # no reservation (a batch's shared limit is below: `Budget.reserve` waits
+                    # rather than refuse while reservations alone leave no room);
+                    # BudgetExhausted is a FatalError: never retried.
                     reserved.append(await budget.reserve(messages, cfg.max_tokens, self._price))
                 self.stats.requests += 1
                 return await self.provider.generate(messages, cfg)
