@@ -264,3 +264,23 @@ def test_a_manifest_line_cannot_set_a_cap_of_its_own(tmp_path: Path) -> None:
         assert res.exit_code == 2, res.output
         assert "max_cost can only be set for the whole batch" in res.stderr
         assert srv.count == 0
+
+
+@pytest.mark.usefixtures("priced")
+def test_check_stops_at_the_cap_and_extraction_too(tmp_path: Path) -> None:
+    """`check` takes the cap as `verify` does: given claims, none verified at a cap of 0 (no
+    call sent); without claims, claim extraction is refused (exit 3, nothing verified)."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "check"
+    with FakeOpenAIServer(responder=responder) as srv:
+        base = ["check", str(example / "answer.txt"), str(example / "sources" / "museum.txt")]
+        base += [str(example / "sources" / "collection.txt"), "--model", "openai/loopback"]
+        base += ["--base-url", srv.base_url, "--cache", "off", "--quiet", "--max-cost", "0"]
+        given = CliRunner().invoke(
+            cli, [*base, "--claims", str(example / "claims.json"), "--run-dir", "given"]
+        )
+        assert given.exit_code == 3, given.output
+        assert _last_line(given).startswith("budget reached: 0 of ")
+        extracted = CliRunner().invoke(cli, [*base, "--run-dir", "extracted"])
+        assert extracted.exit_code == 3, extracted.output
+        assert "budget reached ($0 spent, --max-cost 0) while extracting claims" in extracted.stderr
+        assert srv.count == 0
