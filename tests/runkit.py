@@ -93,8 +93,16 @@ def responder(request: dict[str, Any]) -> str:
             return _shared(user, lambda text: {"parts": [text]}, "statement")
         return json.dumps({"parts": [fenced(user, "statement")]})
     if system.startswith("You find evidence"):
-        if shared:
-            return _shared(user, lambda claim: _evidence(user, claim), "claim")
+        if shared:  # each claim reads only the excerpts listed for it
+            entries = []
+            k = 1
+            while f"<<< claim c{k}\n" in user:
+                own = re.search(rf"^Excerpts for (?:c{k}|every claim): ([0-9, ]*)$", user, re.M)
+                labels = re.findall(r"\d+", own.group(1)) if own else []
+                text = "\n".join(fenced(user, f"excerpt {label}") for label in labels)
+                entries.append({"claim": f"c{k}", **_evidence(text, fenced(user, f"claim c{k}"))})
+                k += 1
+            return json.dumps({"claims": entries})
         return json.dumps(_evidence(user, fenced(user, "claim")))
     if system.startswith("You judge"):
         if shared:

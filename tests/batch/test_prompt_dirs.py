@@ -59,7 +59,7 @@ def evidence_prompts(requests: list[dict[str, Any]]) -> list[str]:
     out = []
     for r in requests:
         system = next((m["content"] for m in r["messages"] if m["role"] == "system"), "")
-        if "pick out every sentence" in system:
+        if system.startswith("You find evidence") or MARK in system:
             out.append(system)
     return out
 

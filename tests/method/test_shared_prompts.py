@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -236,7 +237,11 @@ def test_the_shared_prompt_puts_the_shared_text_first_and_fences_every_claim() -
     evidence = next(p for p in seen if p.startswith("Excerpts"))
     assert evidence.index("<<< excerpt 1") < evidence.index("<<< claim c1\n")
     assert evidence.index("<<< claim c1\n") < evidence.index("<<< claim c2\n")
-    assert "<<< sub-claims c2\n1. The museum has maps.\n>>> end sub-claims c2" in evidence
+    # A claim whose only sub-claim is itself is not repeated as its sub-claims.
+    assert "<<< sub-claims c2" not in evidence
+    assert "<<< claim c2\nThe museum has maps.\n>>> end claim c2" in evidence
+    # Both claims read the same excerpts: one line says so, after the claims.
+    assert evidence.rstrip().endswith("Excerpts for every claim: 1, 2, 3")
     verdict = next(p for p in seen if p.startswith("Evidence:"))
     assert verdict.index(">>> end item 3") < verdict.index("<<< claim c1\n")
 
@@ -400,3 +405,124 @@ def test_a_claim_cannot_forge_another_claim_of_a_shared_prompt() -> None:
         ">>> end claim c1",
         ">>> end claim c2",
     ]
+
+
+# -- claims reading different nodes (the union of their inputs) ---------------------------------
+
+
+def _two_stage() -> Dag:
+    """Two sources, one summary of each, an answer over both summaries: a claim backed by one
+    summary reads that summary's source in round 2, another claim the other source."""
+    return Dag.from_records(
+        [
+            {"id": "s1", "text": "The museum has charts of the coast. It opened in 1901.", "sources": []},
+            {"id": "s2", "text": "The library lends old maps. It closes on Sundays.", "sources": []},
+            {"id": "m1", "text": "The museum has charts.", "sources": ["s1"]},
+            {"id": "m2", "text": "The library lends maps.", "sources": ["s2"]},
+            {"id": "a", "text": "The museum has charts. The library lends maps.", "sources": ["m1", "m2"]},
+        ]
+    )  # fmt: skip
+
+
+def test_claims_reading_different_nodes_share_one_prompt_and_keep_their_own_evidence() -> None:
+    dag = _two_stage()
+    claims = [
+        Claim("c1", "The museum has charts.", (0,)),
+        Claim("c2", "The library lends maps.", (1,)),
+    ]
+    seen: list[str] = []
+
+    def answer(messages: Sequence[Message]) -> str:
+        seen.append(messages[-1].content)
+        return overlap_responder(_prompt_of(messages))
+
+    shared, alone = Model(FakeProvider(responder=answer)), _demo()
+    a = _run(dag, claims, shared, SHARED)
+    b = _run(dag, claims, alone, PER_CLAIM)
+    assert [_outcome(r) for r in a] == [_outcome(r) for r in b]
+    # Round 2 reads s1 for c1 and s2 for c2: one prompt carries both, each claim told its own.
+    round2 = [p for p in seen if p.startswith("Excerpts") and "The library lends old maps" in p]
+    assert len(round2) == 1
+    assert "Excerpts for c1: 1" in round2[0] and "Excerpts for c2: 2" in round2[0]
+    assert _calls(shared)["evidence_selection"] == 2 < _calls(alone)["evidence_selection"]
+    assert _calls(shared)["verdict"] == 2 < _calls(alone)["verdict"]
+    for r in a:
+        roots = {s.node_id for it in r.iterations for s in it.evidence if dag.is_root(s.node_id)}
+        assert roots == ({"s1"} if r.claim.id == "c1" else {"s2"})
+
+
+def test_an_id_in_another_claims_excerpt_is_dropped_as_unknown() -> None:
+    """A model that answers c1 with a sentence of c2's excerpt: the id is not c1's evidence."""
+    dag = _two_stage()
+    claims = [
+        Claim("c1", "The museum has charts.", (0,)),
+        Claim("c2", "The library lends maps.", (1,)),
+    ]
+
+    def answer(messages: Sequence[Message]) -> str:
+        prompt = _prompt_of(messages)
+        reply = overlap_responder(prompt)
+        user = messages[-1].content
+        if user.startswith("Excerpts") and "Excerpts for c2: 2" in user:
+            doc = json.loads(reply)
+            first = doc["claims"][0]
+            first["selected_ids"] = [*first["selected_ids"], 3]  # s2's first sentence
+            return json.dumps(doc)
+        return reply
+
+    (r1, r2) = _run(dag, claims, Model(FakeProvider(responder=answer)), SHARED)
+    assert {s.node_id for it in r1.iterations for s in it.evidence} <= {"m1", "s1"}
+    unknown = [i.detail for i in r1.issues if i.kind is IssueKind.UNKNOWN_ID]
+    assert unknown == ["3 (another claim's excerpt)"]
+    assert not [i for i in r2.issues if i.kind is IssueKind.UNKNOWN_ID]
+
+
+def test_nodes_of_the_same_id_in_different_dags_are_never_merged() -> None:
+    """An evaluation runs claims of many DAGs at once through the same steps: a node id that
+    two DAGs share with different text is two excerpts (the claim reads its own DAG's)."""
+    left = _two_stage()
+    recs = [
+        {
+            "id": n,
+            "text": left.node(n).text.replace("1901", "1950"),
+            "sources": list(left.sources(n)),
+        }
+        for n in ("s1", "s2", "m1", "m2", "a")
+    ]
+    right = Dag.from_records(recs)
+    claim = [Claim("c1", "The museum opened in 1950.", (0,))]
+    steps = lm_steps(_demo())
+
+    async def both() -> tuple[list[ClaimResult], list[ClaimResult]]:
+        a, b = await asyncio.gather(
+            verify_claims(left, claim, steps, SHARED), verify_claims(right, claim, steps, SHARED)
+        )
+        return a, b
+
+    a, b = asyncio.run(both())
+    alone_a = _run(left, claim, _demo(), PER_CLAIM)
+    alone_b = _run(right, claim, _demo(), PER_CLAIM)
+    assert [_outcome(r) for r in a] == [_outcome(r) for r in alone_a]
+    assert [_outcome(r) for r in b] == [_outcome(r) for r in alone_b]
+    assert a[0].verdict != b[0].verdict
+
+
+def test_a_union_never_passes_the_methods_bound_on_one_evidence_prompt() -> None:
+    """Two claims whose excerpts are 3 sentences each, with a bound of 4 sentences per prompt:
+    they cannot share an evidence prompt (each prompt keeps within the bound)."""
+    dag = _two_stage()
+    claims = [
+        Claim("c1", "The museum has charts.", (0,)),
+        Claim("c2", "The library lends maps.", (1,)),
+    ]
+    seen: list[str] = []
+
+    def answer(messages: Sequence[Message]) -> str:
+        seen.append(messages[-1].content)
+        return overlap_responder(_prompt_of(messages))
+
+    cfg = replace(SHARED, evidence_sentences_root=3, evidence_sentences_nonroot=3)
+    _run(dag, claims, Model(FakeProvider(responder=answer)), cfg)
+    for p in seen:
+        if p.startswith("Excerpts"):
+            assert len(re.findall(r"^\[\d+\] ", p, re.M)) <= 3

@@ -3,7 +3,7 @@
 A spec is ``kind[:key=value[,key=value...]]``; `build_method` looks the kind up among the
 registered factories and returns a `Detector` (`detectors.base`). Shipped kinds:
 
-* ``veritrail`` (``q=``, ``evidence=``, ``term_check=``) — `detectors.veritrail.VeriTrailDetector`
+* ``veritrail`` (``q=``, ``evidence=``, ``term_check=``, ``claims_per_prompt=``) — `detectors.veritrail.VeriTrailDetector`
   with the LM steps;
 * ``oracle`` (``q=``) — `detectors.veritrail.OracleDetector`, the loop replaying the gold labels;
 * ``rag`` (``k=15``, ``embedder=``, ``term_check=``) — `detectors.baselines.RagDetector`;
@@ -175,6 +175,12 @@ def _veritrail(spec: MethodSpec, ctx: BuildContext) -> Detector:
     term_check, kt_label = _term_check_option(spec)
     if term_check is not None:
         cfg = replace(cfg, term_check=term_check)
+    per_prompt = _int(spec, "claims_per_prompt", None)
+    if per_prompt is not None:
+        if per_prompt < 1:
+            raise ValueError("method option claims_per_prompt must be >= 1")
+        cfg = replace(cfg, claims_per_prompt=per_prompt)
+        suffix += f", {per_prompt} claim{'s' if per_prompt > 1 else ''}/prompt"
     return VeriTrailDetector(f"VeriTrail q={q}{suffix}{kt_label}", lm_steps(model), cfg)
 
 

@@ -168,6 +168,24 @@ def _evidence(user: str, claim: str) -> dict[str, Any]:
     }
 
 
+def _reads(user: str, what: str, k: int) -> list[str] | None:
+    """The numbers of the excerpts or evidence items claim c`k` of a shared prompt reads (its
+    own line, or the line for every claim); None when the prompt lists none."""
+    for who in (f"c{k}", "every claim"):
+        own = re.search(rf"^{what} for {who}: ([0-9, ]*)$", user, re.M)
+        if own:
+            return re.findall(r"\d+", own.group(1))
+    return None
+
+
+def _excerpts(user: str, labels: list[str] | None) -> str:
+    """The excerpts of an evidence prompt with these labels (all of the prompt when None)."""
+    if labels is None:
+        return user
+    found = dict(re.findall(r"^<<< excerpt (\d+)\n(.*?)\n>>> end excerpt \1$", user, re.M | re.S))
+    return "\n".join(found.get(label, "") for label in labels)
+
+
 def _verdict(evidence_text: str, claim: str) -> dict[str, Any]:
     """Fully Supported iff every content word of the claim occurs in the evidence."""
     absent = sorted(content_words(claim) - content_words(evidence_text))
@@ -193,11 +211,10 @@ def _shared_reply(user: str) -> list[dict[str, Any]] | None:
         re.findall(r"^<<< item (\d+) [^\n]*\n(.*?)\n>>> end item \1 ", evidence, re.M | re.S)
     )
     while (claim := _fenced(user, f"claim c{k}")) is not None:
-        if user.startswith("Excerpts"):
-            got = _evidence(user, claim)
+        if user.startswith("Excerpts"):  # a shared evidence prompt: the claim's own excerpts
+            got = _evidence(_excerpts(user, _reads(user, "Excerpts", k)), claim)
         else:  # a shared verdict: the claim is judged on its own items only
-            own = re.search(rf"^Evidence items for c{k}: ([0-9, ]*)$", user, re.M)
-            listed = re.findall(r"\d+", own.group(1)) if own else list(items)
+            listed = _reads(user, "Evidence items", k) or list(items)
             got = _verdict("\n".join(items.get(i, "") for i in listed), claim)
         out.append({"claim": f"c{k}", **got})
         k += 1

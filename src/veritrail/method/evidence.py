@@ -12,7 +12,7 @@ import asyncio
 import functools
 import re
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -42,7 +42,7 @@ from .steps import (
     text_field,
     unreadable_issues,
 )
-from .subclaims import format_subclaims
+from .subclaims import claim_parts, format_subclaims
 from .tokens import estimate_tokens
 
 if TYPE_CHECKING:
@@ -263,6 +263,63 @@ class _EvidenceAsk:
     subclaims: Sequence[str]
     batch: EvidenceBatch
     excerpts: str
+    tokens: int = 0
+    """Estimated tokens of the claim and its sub-claims."""
+
+
+def _excerpt_key(e: Excerpt) -> tuple[str, tuple[int, ...], tuple[str, ...]]:
+    # The text too: claims of different DAGs (an evaluation runs many at once through the same
+    # steps) may read nodes of the same id that say different things.
+    return e.node_id, tuple(e.indices), tuple(e.texts)
+
+
+@dataclass(frozen=True, slots=True)
+class UnionBatch:
+    """The excerpts of several claims' batches in one prompt (each distinct excerpt once, in order
+    of first appearance, renumbered), and for each claim the labels of its own excerpts and the
+    map from the union's prompt ids to its own batch's."""
+
+    batch: EvidenceBatch
+    labels: tuple[tuple[int, ...], ...]
+    own_ids: tuple[Mapping[int, int], ...]
+
+
+def union_batch(batches: Sequence[EvidenceBatch]) -> UnionBatch:
+    """The union of `batches` (see `UnionBatch`)."""
+    placed: dict[tuple[str, tuple[int, ...], tuple[str, ...]], Excerpt] = {}
+    next_id = 1
+    for b in batches:
+        for e in b.excerpts:
+            k = _excerpt_key(e)
+            if k not in placed:
+                placed[k] = replace(e, label=len(placed) + 1, first_id=next_id)
+                next_id += len(e)
+    labels, own_ids = [], []
+    for b in batches:
+        mine = [placed[_excerpt_key(e)] for e in b.excerpts]
+        labels.append(tuple(u.label for u in mine))
+        own_ids.append(
+            {
+                u.first_id + k: e.first_id + k
+                for u, e in zip(mine, b.excerpts, strict=True)
+                for k in range(len(e))
+            }
+        )
+    return UnionBatch(EvidenceBatch(tuple(placed.values())), tuple(labels), tuple(own_ids))
+
+
+def to_own_ids(
+    raw_ids: Sequence[str | int], union: EvidenceBatch, own: Mapping[int, int]
+) -> tuple[str | int, ...]:
+    """A shared reply's ids for one claim (prompt ids of the union, ranges allowed) as ids of the
+    claim's own batch; an id outside the claim's own excerpts is kept in a form that names it and
+    that `validate_ids` drops (an `unknown_id` issue of that claim), as for an invented id."""
+    picked, dropped = validate_ids(raw_ids, union)
+    out: list[str | int] = []
+    for _, sent in picked:
+        mine = own.get(sent.prompt_id)
+        out.append(mine if mine is not None else f"{sent.prompt_id} (another claim's excerpt)")
+    return (*out, *dropped)
 
 
 def shared_selection_schema(
@@ -297,15 +354,47 @@ class LMEvidenceSelector(LMStep):
         """Ask the model for the ids of evidence sentences in `batch`."""
         excerpts = render_excerpts(batch)
         sharing = current_sharing()
+        tokens = estimate_tokens(claim.text) + sum(estimate_tokens(s) for s in subclaims)
+        ask = _EvidenceAsk(claim, subclaims, batch, excerpts, tokens)
         # Soft prediction's samples stay per claim: each is a call of its own by design.
         if sample != 0 or not sharing.on or not honours_overrides("evidence", "evidence_shared"):
-            return await self._select_alone(_EvidenceAsk(claim, subclaims, batch, excerpts), sample)
+            return await self._select_alone(ask, sample)
         if self.concise:
             sharing = replace(sharing, max_claims=min(sharing.max_claims, CONCISE_MAX_CLAIMS))
-        tokens = estimate_tokens(claim.text) + sum(estimate_tokens(s) for s in subclaims)
-        ask = _EvidenceAsk(claim, subclaims, batch, excerpts)
-        # The rendered excerpts are the key: the same node sentences under the same ids.
-        return await self._shared.submit(excerpts, ask, tokens, sharing)
+        is_root = all(e.is_root for e in batch.excerpts)
+        max_sentences, max_tokens = sharing.excerpt_limit(is_root)
+        mine = {_excerpt_key(e): e for e in batch.excerpts}
+
+        def missing(group: Sequence[_EvidenceAsk]) -> list[Excerpt]:
+            held = {_excerpt_key(e) for a in group for e in a.batch.excerpts}
+            return [e for k, e in mine.items() if k not in held]
+
+        def added(group: Sequence[_EvidenceAsk]) -> int:
+            # The claim, and the excerpts the group does not carry yet.
+            return tokens + sum(estimate_tokens(t) for e in missing(group) for t in e.texts)
+
+        def joins(group: Sequence[_EvidenceAsk]) -> bool:
+            # The union of the group's excerpts and this claim's stays within the method's bound
+            # on one evidence prompt (the paper's 40 sentences by default).
+            new = missing(group)
+            if not new:
+                return True
+            held = {_excerpt_key(e): e for a in group for e in a.batch.excerpts}
+            n = sum(len(e) for e in held.values()) + sum(len(e) for e in new)
+            if n > max_sentences:
+                return False
+            if max_tokens is None:
+                return True
+            every = [*held.values(), *new]
+            return sum(estimate_tokens(t) for e in every for t in e.texts) <= max_tokens
+
+        # One queue per kind of node read: claims reading the same excerpts share a prompt, and
+        # claims reading different ones too (the union of their excerpts, each claim told which
+        # are its own), within the method's bound on one prompt.
+        bound = replace(sharing, max_tokens=sharing.max_tokens + (max_tokens or 10**9))
+        return await self._shared.submit(
+            ("evidence", is_root), ask, added, bound, joins, exact=excerpts
+        )
 
     async def _select_alone(self, ask: _EvidenceAsk, sample: int = 0) -> RawSelection:
         """The paper's prompt: one claim over one batch."""
@@ -336,31 +425,36 @@ class LMEvidenceSelector(LMStep):
         return RawSelection(tuple(ids), summary, raw=res.raw, unreadable=res.unreadable)
 
     async def _select_group(self, asks: Sequence[_EvidenceAsk]) -> list[RawSelection]:
-        """One prompt for the claims of `asks` (which share one batch): the excerpts once, then
-        the claims. Each claim's ids are validated later, per claim, as for a prompt of its own
-        (`validate_ids`). A claim the reply leaves out, or gives an unreadable entry, is asked
-        alone: a missing answer is never read as "nothing selected"."""
+        """One prompt for the claims of `asks`: the union of their excerpts once, then the
+        claims, each naming its own excerpts. Each claim's ids are mapped back to its own batch
+        (`to_own_ids`) and validated later, per claim, as for a prompt of its own
+        (`validate_ids`): an id in another claim's excerpt is dropped like an invented one. A
+        claim the reply leaves out, or gives an unreadable entry, is asked alone: a missing answer
+        is never read as "nothing selected"."""
         if len(asks) == 1:
             return [await self._select_alone(asks[0])]
         n = len(asks)
-        batch = asks[0].batch
+        union = union_batch([a.batch for a in asks])
         messages = load_prompt("evidence_shared").render(
-            excerpts=asks[0].excerpts,
-            claims=render_claims([(a.claim.text, format_subclaims(a.subclaims)) for a in asks]),
+            excerpts=render_excerpts(union.batch),
+            claims=render_claims(
+                [claim_parts(a.claim.text, a.subclaims) for a in asks], union.labels, "Excerpts"
+            ),
         )
         res = await self.model.generate_json(
             messages,
             schema=shared_selection_schema(
-                batch.size, n, self.concise, all(e.is_root for e in batch.excerpts)
+                union.batch.size, n, self.concise, all(e.is_root for e in union.batch.excerpts)
             ),
             step=Step.EVIDENCE_SELECTION,
             validate=functools.partial(entries_by_claim, n=n),
             config=self.sample_config(0),
         )
 
-        def read(entry: Any) -> RawSelection:
+        def read(k: int, entry: Any) -> RawSelection:
             ids, summary = _selection(entry)
-            return RawSelection(tuple(ids), summary, raw=res.raw, unreadable=res.unreadable)
+            own = to_own_ids(ids, union.batch, union.own_ids[k])
+            return RawSelection(own, summary, raw=res.raw, unreadable=res.unreadable)
 
         return await finish_group(
             res.value, n, read, lambda k: self._select_alone(asks[k]), res.unreadable

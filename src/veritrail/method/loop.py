@@ -235,7 +235,7 @@ async def verify_claim_in(
     # Shared prompts (`sharing`): the LM steps coalesce this claim's requests with its peers';
     # soft prediction asks per claim (its samples are independent calls by design).
     share = config.claims_per_prompt if config.samples == 1 else 1
-    with claim_scope(claim.id), sharing_scope(share, evidence_tokens=config.verdict_tokens):
+    with claim_scope(claim.id), sharing_scope(share, config):
         try:
             result = await _verify_one(ctx, claim, issues)
         except ProviderError as exc:

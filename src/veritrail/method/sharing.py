@@ -48,6 +48,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from ..fencing import fence
 from ..lm.model import current_claim
+from .config import VerifyConfig
 from .prompting import overridden
 
 Req = TypeVar("Req")
@@ -71,6 +72,10 @@ differs (the union of their items), unless the run's `VerifyConfig.verdict_token
 claim whose items would push the union past it starts the next prompt. One claim's own evidence is
 bounded by the method's verdict limit as before, whatever this says."""
 
+UNION_SCAN = 8
+"""How many of the last-opened groups of a queue a request without a group of its own input tries
+to join (the union of inputs); see `Coalescer.submit`."""
+
 MAX_WAIT_TICKS = 16
 """The most event-loop ticks a group waits for more requests after its first one."""
 
@@ -83,6 +88,14 @@ class Sharing:
     max_tokens: int = DEFAULT_MAX_TOKENS
     evidence_tokens: int = UNION_EVIDENCE_TOKENS
     """The bound on the verdict evidence a shared verdict prompt carries (`UNION_EVIDENCE_TOKENS`)."""
+    excerpt_limits: tuple[tuple[int, int | None], tuple[int, int | None]] = ((40, None), (40, None))
+    """The method's bound on one evidence prompt, (sentences, tokens), for roots then non-roots
+    (`VerifyConfig.evidence_sentences_*`, `evidence_tokens_*`): a shared evidence prompt carrying the
+    union of its claims' excerpts stays within it."""
+
+    def excerpt_limit(self, is_root: bool) -> tuple[int, int | None]:
+        """The (sentences, tokens) bound on an evidence prompt over roots or non-roots."""
+        return self.excerpt_limits[0 if is_root else 1]
 
     @property
     def on(self) -> bool:
@@ -98,15 +111,19 @@ _sharing: contextvars.ContextVar[Sharing] = contextvars.ContextVar(
 
 @contextlib.contextmanager
 def sharing_scope(
-    max_claims: int,
-    max_tokens: int = DEFAULT_MAX_TOKENS,
-    evidence_tokens: int | None = None,
+    max_claims: int, config: VerifyConfig | None = None, max_tokens: int = DEFAULT_MAX_TOKENS
 ) -> Iterator[None]:
     """Let the LM steps called inside this block (and its tasks) share prompts with up to
-    `max_claims` claims in all; `evidence_tokens` (the run's verdict limit, if any) lowers the bound
-    on a shared verdict prompt's evidence."""
-    union = min(evidence_tokens or UNION_EVIDENCE_TOKENS, UNION_EVIDENCE_TOKENS)
-    token = _sharing.set(Sharing(max(1, max_claims), max_tokens, max(1, union)))
+    `max_claims` claims in all, within the run's prompt limits (`config`: its verdict limit lowers
+    the bound on a shared verdict prompt's evidence; its evidence limits bound a shared evidence
+    prompt)."""
+    cfg = config or VerifyConfig()
+    union = min(cfg.verdict_tokens or UNION_EVIDENCE_TOKENS, UNION_EVIDENCE_TOKENS)
+    limits = (
+        (cfg.evidence_sentences_root, cfg.evidence_tokens_root),
+        (cfg.evidence_sentences_nonroot, cfg.evidence_tokens_nonroot),
+    )
+    token = _sharing.set(Sharing(max(1, max_claims), max_tokens, max(1, union), limits))
     try:
         yield
     finally:
@@ -143,21 +160,31 @@ def claim_index(value: object, n: int) -> int | None:
 
 
 def render_claims(
-    claims: Sequence[tuple[str, str | None]], notes: Sequence[str] | None = None
+    claims: Sequence[tuple[str, str | None]],
+    reads: Sequence[Sequence[int]] | None = None,
+    what: str = "",
 ) -> str:
     """The claims of a shared prompt, each fenced under its prompt id: (text, sub-claims as a
-    numbered list, or None for a prompt without sub-claims); `notes`, one per claim, follow its
-    blocks (text we write, such as the numbers of its evidence items, never untrusted text)."""
+    numbered list, or None for a prompt without sub-claims). `reads`, one per claim, are the
+    numbers of the `what` (excerpts, evidence items) it reads, written after its blocks; one line
+    after all claims when every claim reads the same ones."""
+    same = reads is not None and len({tuple(r) for r in reads}) == 1
     blocks = []
     for k, (text, subs) in enumerate(claims):
         label = claim_label(k)
         block = fence(text, f"claim {label}")
         if subs is not None:
             block += "\n" + fence(subs, f"sub-claims {label}")
-        if notes is not None:
-            block += "\n" + notes[k]
+        if reads is not None and not same:
+            block += f"\n{what} for {label}: {_numbers(reads[k])}"
         blocks.append(block)
+    if reads is not None and same:
+        blocks.append(f"{what} for every claim: {_numbers(reads[0])}")
     return "\n\n".join(blocks)
+
+
+def _numbers(ns: Sequence[int]) -> str:
+    return ", ".join(map(str, ns))
 
 
 def entries_by_claim(value: object, n: int) -> dict[int, dict[str, object]]:
@@ -222,18 +249,18 @@ Out = TypeVar("Out", bound=_Outcome)
 async def finish_group(
     entries: Mapping[int, Any] | None,
     n: int,
-    read: Callable[[Any], Out],
+    read: Callable[[int, Any], Out],
     alone: Callable[[int], Awaitable[Out]],
     unreadable: tuple[str, ...],
 ) -> list[Out]:
     """The answers for the `n` claims of a shared prompt, in order: each claim's entry of the
-    reply read by `read` (a `ValueError` means unreadable), and a claim left out or unreadable
+    reply read by `read(k, entry)` (a `ValueError` means unreadable), and a claim left out or unreadable
     asked alone (`alone(k)`), its answer carrying the shared reply's unreadable replies and
     `ALONE_NOTE`: a missing answer is never read as an empty one."""
     out: list[Out | None] = [None] * n
     for k, entry in (entries or {}).items():
         try:
-            out[k] = read(entry)
+            out[k] = read(k, entry)
         except ValueError:
             continue
     missing = [k for k in range(n) if out[k] is None]
@@ -254,6 +281,8 @@ class _Group(Generic[Req, Res]):
     waiters: list[asyncio.Future[Res]] = field(default_factory=list)
     tokens: int = 0
     ticks: int = 0
+    exact: Hashable = None
+    """The shared input of the request that opened the group (`Coalescer.submit`'s `exact`)."""
 
 
 RunGroup = Callable[[Sequence[Req]], Awaitable[Sequence[Res]]]
@@ -266,7 +295,8 @@ class Coalescer(Generic[Req, Res]):
 
     def __init__(self, run: RunGroup[Req, Res]) -> None:
         self._run = run
-        self._groups: dict[Hashable, _Group[Req, Res]] = {}
+        self._groups: dict[Hashable, list[_Group[Req, Res]]] = {}
+        self._exact: dict[tuple[Hashable, Hashable], _Group[Req, Res]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tick_pending = False
         self._arrived = False
@@ -278,34 +308,53 @@ class Coalescer(Generic[Req, Res]):
         request: Req,
         tokens: int | Callable[[Sequence[Req]], int],
         limits: Sharing,
+        joins: Callable[[Sequence[Req]], bool] | None = None,
+        exact: Hashable = None,
     ) -> Res:
         """Queue `request` under `key` and wait for its result (or the group call's error).
 
-        `tokens`: what the request adds to its group's estimated size, or a function of the
-        group's requests so far giving it (a shared verdict counts only the evidence items the
-        group does not carry yet)."""
+        `tokens`: what the request adds to a group's estimated size, or a function of the group's
+        requests giving it (a shared prompt over the union of its claims' inputs counts only what
+        the group does not carry yet). `joins`: whether the request may join a group holding
+        those requests (a shared evidence prompt stays within the method's prompt limits). The
+        request joins the open group of its key it adds least to (the one that already carries
+        its input, when one does), or opens a new one. `exact` names the request's shared input
+        (the rendered excerpts): a group opened by a request with the same input is found at once;
+        otherwise only the `UNION_SCAN` groups opened last are tried, which bounds the work per
+        request in a wide round of hundreds of prompts."""
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
             self._loop, self._groups, self._tick_pending = loop, {}, False
-        group = self._groups.get(key)
-        added = tokens(group.requests if group is not None else ()) if callable(tokens) else tokens
-        if group is not None and group.requests and group.tokens + added > limits.max_tokens:
-            self._flush(key)  # this claim would push it over the bound: send it without
-            group = None
-            added = tokens(()) if callable(tokens) else tokens
+            self._exact = {}
+        groups = self._groups.setdefault(key, [])
+        best: tuple[_Group[Req, Res], int] | None = None
+        same = self._exact.get((key, exact)) if exact is not None else None
+        for g in ([same] if same is not None else []) + groups[-UNION_SCAN:]:
+            add = tokens(g.requests) if callable(tokens) else tokens
+            if g.tokens + add > limits.max_tokens:
+                continue  # this claim would push it over the bound
+            if joins is not None and not joins(g.requests):
+                continue
+            if best is None or add < best[1]:
+                best = (g, add)
         claim = current_claim() or ""
-        if group is None:
-            group = _Group(contextvars.copy_context(), claim)
-            self._groups[key] = group
-        elif claim < group.claim:
-            group.context, group.claim = contextvars.copy_context(), claim
+        if best is None:
+            group = _Group[Req, Res](contextvars.copy_context(), claim, exact=exact)
+            added = tokens(()) if callable(tokens) else tokens
+            groups.append(group)
+            if exact is not None:
+                self._exact[(key, exact)] = group
+        else:
+            group, added = best
+            if claim < group.claim:
+                group.context, group.claim = contextvars.copy_context(), claim
         fut: asyncio.Future[Res] = loop.create_future()
         group.requests.append(request)
         group.waiters.append(fut)
         group.tokens += added
         self._arrived = True
         if len(group.requests) >= limits.max_claims or group.tokens >= limits.max_tokens:
-            self._flush(key)
+            self._flush(key, group)
         elif not self._tick_pending:
             self._tick_pending = True
             loop.call_soon(self._tick)
@@ -314,16 +363,22 @@ class Coalescer(Generic[Req, Res]):
     def _tick(self) -> None:
         self._tick_pending = False
         arrived, self._arrived = self._arrived, False
-        for key, group in list(self._groups.items()):
-            group.ticks += 1
-            if not arrived or group.ticks >= MAX_WAIT_TICKS:
-                self._flush(key)
+        for key, groups in list(self._groups.items()):
+            for group in list(groups):
+                group.ticks += 1
+                if not arrived or group.ticks >= MAX_WAIT_TICKS:
+                    self._flush(key, group)
         if self._groups:
             self._tick_pending = True
             asyncio.get_running_loop().call_soon(self._tick)
 
-    def _flush(self, key: Hashable) -> None:
-        group = self._groups.pop(key)
+    def _flush(self, key: Hashable, group: _Group[Req, Res]) -> None:
+        groups = self._groups[key]
+        groups.remove(group)
+        if not groups:
+            del self._groups[key]
+        if self._exact.get((key, group.exact)) is group:
+            del self._exact[(key, group.exact)]
         loop = asyncio.get_running_loop()
         # In the context of the group's least claim id: that claim is charged for the call.
         task = loop.create_task(self._answer(group), context=group.context)

@@ -246,3 +246,11 @@ async def decompose_claim(
 def format_subclaims(subclaims: Sequence[str]) -> str:
     """Sub-claims as a numbered list for prompts."""
     return "\n".join(f"{i}. {s}" for i, s in enumerate(subclaims, 1)) or "(none)"
+
+
+def claim_parts(text: str, subclaims: Sequence[str]) -> tuple[str, str | None]:
+    """A claim and its sub-claims for `render_claims`: no sub-claims block when the only
+    sub-claim is the claim itself (a claim of one assertion), which would repeat it word for word."""
+    if [s.strip() for s in subclaims] == [text.strip()]:
+        return text, None
+    return text, format_subclaims(subclaims)

@@ -28,7 +28,6 @@ from .sharing import (
     CONCISE_MAX_CLAIMS,
     Coalescer,
     claim_entry_schema,
-    claim_label,
     current_sharing,
     entries_by_claim,
     finish_group,
@@ -43,7 +42,7 @@ from .steps import (
     text_field,
     unreadable_issues,
 )
-from .subclaims import format_subclaims
+from .subclaims import claim_parts, format_subclaims
 from .tokens import estimate_tokens
 
 if TYPE_CHECKING:
@@ -140,11 +139,9 @@ def _added_tokens(ask: _VerdictAsk, group: Sequence[_VerdictAsk]) -> int:
 def render_shared_claims(asks: Sequence[_VerdictAsk], own: Sequence[Sequence[int]]) -> str:
     """The claims of a shared verdict prompt, each fenced with its sub-claims, then the numbers
     of the evidence items it is judged on."""
-    notes = [
-        f"Evidence items for {claim_label(k)}: {', '.join(map(str, items))}"
-        for k, items in enumerate(own)
-    ]
-    return render_claims([(a.claim.text, format_subclaims(a.subclaims)) for a in asks], notes)
+    return render_claims(
+        [claim_parts(a.claim.text, a.subclaims) for a in asks], own, "Evidence items"
+    )
 
 
 class LMVerdictGenerator(LMStep):
@@ -177,7 +174,9 @@ class LMVerdictGenerator(LMStep):
             sharing = replace(sharing, max_claims=min(sharing.max_claims, CONCISE_MAX_CLAIMS))
         # The group's bound counts the claims and the union of their evidence.
         limits = replace(sharing, max_tokens=sharing.max_tokens + sharing.evidence_tokens)
-        return await self._shared.submit(_UNION, ask, functools.partial(_added_tokens, ask), limits)
+        return await self._shared.submit(
+            _UNION, ask, functools.partial(_added_tokens, ask), limits, exact=ask.items
+        )
 
     async def _judge_alone(self, ask: _VerdictAsk, sample: int = 0) -> VerdictOutcome:
         """The paper's prompt: one claim over its evidence."""
@@ -223,7 +222,7 @@ class LMVerdictGenerator(LMStep):
             config=self.sample_config(0),
         )
 
-        def read(entry: Any) -> VerdictOutcome:
+        def read(_k: int, entry: Any) -> VerdictOutcome:
             verdict, reasoning = _verdict(entry)
             return VerdictOutcome(verdict, reasoning, raw=res.raw, unreadable=res.unreadable)
 
