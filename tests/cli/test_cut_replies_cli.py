@@ -82,7 +82,10 @@ def baseline(tmp_path: Path) -> dict[str, tuple[str, str | None]]:
     return {c["text"]: (c["verdict"], c.get("reasoning")) for c in report["claims"]}
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+# Seeds whose draw cuts the first call (claim extraction's selection, the same body in every run)
+# and, for 9, the second: later calls' bodies depend on how shared prompts grouped the claims, so
+# a seed that cut only those could cut nothing in some runs.
+@pytest.mark.parametrize("seed", [4, 9])
 def test_some_cut_replies_are_reasked_never_completed(
     tmp_path: Path, baseline: dict[str, tuple[str, str | None]], seed: int
 ) -> None:
