@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import InputProblem
 from ..records import Claim, Verdict
-from ..report import ClaimDoc, ReportContractError, parse_claim
+from ..report import ClaimDoc
 from ..textio import read_regular_bytes
 from .keys import claim_sources, claim_text_key
 from .layout import (
@@ -323,9 +323,9 @@ def _read_results(path: Path) -> tuple[dict[str, ClaimDoc], bool]:
         if not line.strip():
             continue
         try:
-            doc = orjson.loads(line)
-            claim = parse_claim(doc if isinstance(doc, dict) else {})
-        except (orjson.JSONDecodeError, ReportContractError):
+            # Parsed and validated in one pass (our own file: the run store wrote each line).
+            claim = ClaimDoc.model_validate_json(line)
+        except ValidationError:
             return out, True
         out[claim.id] = claim
     return out, torn
