@@ -38,9 +38,9 @@ from .records import (
     Termination,
     Verdict,
 )
+from .report_model import NO_VERDICT, ModelKind, parse_report
 from .report_model import ClaimDoc as ClaimDoc  # the typed contract, re-exported for readers
 from .report_model import DagDoc as DagDoc
-from .report_model import ModelKind, parse_report
 from .report_model import ReportContractError as ReportContractError
 from .report_model import ReportDoc as ReportDoc
 from .report_model import ReviewDoc as ReviewDoc
@@ -302,13 +302,13 @@ def _touched_nodes(dag: Dag, results: Sequence[ClaimResult]) -> list[dict[str, A
 
 def summarize(results: Sequence[ClaimResult]) -> dict[str, Any]:
     """Run totals: verdict counts, error-stage counts, cost."""
-    verdicts = Counter(r.verdict.value if r.verdict else "error" for r in results)
+    verdicts = Counter(r.verdict.value if r.verdict else NO_VERDICT for r in results)
     stages = Counter(s for r in results for s in r.error_stages)
     return {
         "claims": len(results),
         "verdicts": {
             **{v.value: verdicts.get(v.value, 0) for v in Verdict},
-            "error": verdicts.get("error", 0),
+            NO_VERDICT: verdicts.get(NO_VERDICT, 0),
         },
         "terminations": dict(sorted(Counter(r.termination.value for r in results).items())),
         "error_stages": {str(k): v for k, v in sorted(stages.items())},
