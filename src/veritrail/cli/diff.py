@@ -24,7 +24,8 @@ def _check_outputs(inputs: list[Path], outputs: list[Path]) -> None:
             raise DiffUsageError(f"{out}: is an input of the diff; choose another output file")
         if r in seen:
             raise DiffUsageError(
-                f"{out}: given for two outputs (both --json and --html, or --junit/--sarif)"
+                f"{out}: given for two outputs (two of --json, --html, --markdown, "
+                "--junit, --sarif)"
             )
         if out.is_dir():
             raise DiffUsageError(f"{out}: is a directory; give a file name")
@@ -39,6 +40,7 @@ def _check_writable(
     inputs: list[Path],
     json_path: Path | None,
     html_path: Path | None,
+    markdown_path: Path | None,
     junit: Path | None,
     sarif: Path | None,
 ) -> None:
@@ -48,7 +50,13 @@ def _check_writable(
     from ..run.inputs import check_output_files
     from ..run.spec import JobInputError
 
-    flags = (("--json", json_path), ("--html", html_path), ("--junit", junit), ("--sarif", sarif))
+    flags = (
+        ("--json", json_path),
+        ("--html", html_path),
+        ("--markdown", markdown_path),
+        ("--junit", junit),
+        ("--sarif", sarif),
+    )
     outs = [(flag, path) for flag, path in flags if path is not None]
     try:
         check_output_files(outs, [("input A", str(inputs[0])), ("input B", str(inputs[1]))])
@@ -83,6 +91,15 @@ def _check_writable(
     help="Write the diff as a self-contained HTML page.",
 )
 @click.option(
+    "--markdown",
+    "markdown_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Write the diff as Markdown: the body of one pull-request comment, its first line "
+    "the hidden marker <!-- veritrail-report --> (action.yml posts it).",
+)
+@click.option(
     "--rows",
     type=click.IntRange(min=0),
     default=20,
@@ -113,6 +130,7 @@ def diff(
     max_new_unsupported: int | None,
     json_path: Path | None,
     html_path: Path | None,
+    markdown_path: Path | None,
     rows: int,
     resamples: int,
     seed: int,
@@ -127,7 +145,8 @@ def diff(
     Claims are matched by their normalised text (duplicates by the sources they trace to, then
     in claim-id order; docs/runs.md, "Comparing two runs"). Shows the claims that became
     unsupported and the stage where each entered, other verdict flips, changed evidence, and
-    each run's unsupported share with a bootstrap 95% interval of the difference.
+    each run's unsupported share with a bootstrap 95% interval of the difference. --markdown
+    writes the same as one pull-request comment (docs/running.md, "GitHub Action").
 
     Exit status: 0 no gate failed; 1 more than --max-new-unsupported claims became unsupported;
     2 bad input or usage.
@@ -143,9 +162,9 @@ def diff(
 
     ci = ci_targets(junit_path, sarif_path, annotations)
     inputs = [report_path_of(run_a), report_path_of(run_b)]
-    outputs = [json_path, html_path, ci.junit, ci.sarif]
+    outputs = [json_path, html_path, markdown_path, ci.junit, ci.sarif]
     _check_outputs(inputs, [p for p in outputs if p is not None])
-    _check_writable(inputs, json_path, html_path, ci.junit, ci.sarif)
+    _check_writable(inputs, json_path, html_path, markdown_path, ci.junit, ci.sarif)
     a = load_side(run_a, label="A", use_reviews=reviews)
     b = load_side(run_b, label="B", use_reviews=reviews)
     result = compare(a, b, resamples=resamples, seed=seed)
@@ -154,6 +173,10 @@ def diff(
         atomic_write_text(json_path, indented_json(doc))
     if html_path is not None:
         atomic_write_text(html_path, render_diff_html(doc))
+    if markdown_path is not None:
+        from ..runs.diffmd import render_diff_markdown
+
+        atomic_write_text(markdown_path, render_diff_markdown(doc))
 
     console = Console()
     # Wide tables: when piped, do not squeeze them into the default 80 columns.
@@ -163,7 +186,7 @@ def diff(
     else:
         limit = rows if rows > 0 else -1
         out.print(diff_tables(result, max_new_unsupported=max_new_unsupported, limit=limit))
-    for path, what in ((json_path, "JSON"), (html_path, "HTML")):
+    for path, what in ((json_path, "JSON"), (html_path, "HTML"), (markdown_path, "Markdown")):
         if path is not None:
             click.echo(f"{what} diff written to {path}", err=True)
     if ci.any:
