@@ -10,7 +10,7 @@ needs them joined; on Linux they are joined **in memory** (a `memfd`, read by ll
 `/proc/self/fd/N` and mapped as it would map a file), so the weights are on disk once, in the
 venv. llama.cpp maps the whole file either way, so the memory in use is the same as a file's
 (measured in docs/models.md); joining costs ~1 s a start from the page cache (the parts' hash is
-checked on the first start and remembered in a 1 kB stamp). A copy on disk (`gguf_path`, in
+checked on the first start and remembered in a 3 kB stamp). A copy on disk (`gguf_path`, in
 `model_dir()`) is made only where memory cannot hold it: no memfd (macOS, Windows), less
 available memory than twice the weights, or a folder asked for (`VERITRAIL_MODEL_DIR`, or
 `model_dir=`), which many processes on one machine can then share.
