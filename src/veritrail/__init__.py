@@ -11,6 +11,8 @@ model layer and the oracle import on first use, so `veritrail dag validate` stay
 * `Oracle` — steps answered from a file; `load_claims` — the claims file;
 * `get_model`, `Model`, `FakeProvider` — the model layer;
 * `build_report`, `write_report` — the versioned report as a dict (`veritrail.report`);
+* `guard`, `aguard` (and `guard_stream`, `aguard_stream`), `GuardResult`, `GuardBlocked` — an
+  answer verified within a latency budget while serving (`veritrail.run.guard`);
 * `VeritrailError` — the base of every error veritrail reports (`veritrail.errors`: its
   `InputProblem` means bad input, exit 2; its `RunFailure` a run that could not go on, exit 3).
 """
@@ -50,6 +52,12 @@ _LAZY = {
     "ClaimExtractionError": "run.job",
     "ExitCode": "outcome",
     "SentenceIndex": "method.segment",
+    "guard": "run.guard",
+    "aguard": "run.guard",
+    "guard_stream": "run.guard",
+    "aguard_stream": "run.guard",
+    "GuardResult": "run.guard",
+    "GuardBlocked": "run.guard",
 }
 
 
@@ -70,6 +78,8 @@ __all__ = [
     "ErrorStageStatus",
     "ExitCode",
     "FakeProvider",
+    "GuardBlocked",
+    "GuardResult",
     "JobInputError",
     "Model",
     "Node",
@@ -83,10 +93,14 @@ __all__ = [
     "VeritrailError",
     "__version__",
     "acheck",
+    "aguard",
+    "aguard_stream",
     "averify",
     "build_report",
     "check",
     "get_model",
+    "guard",
+    "guard_stream",
     "lm_steps",
     "load_claims",
     "load_dag",
