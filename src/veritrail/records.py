@@ -105,6 +105,28 @@ class IssueKind(StrEnum):
     """The provenance lists only part of the paths (the path cap or the search budget was hit)."""
 
 
+class CitationStatus(StrEnum):
+    """How a claim's own citation markers compare with the sources that hold its evidence
+    (`veritrail.citations`, docs/citations.md), spelled exactly as the report's
+    `claims[].citation.status`."""
+
+    SUPPORTED_BY_CITED = "supported_by_cited"
+    """Fully Supported, and a cited source holds some of its evidence."""
+    MISATTRIBUTED = "misattributed"
+    """Fully Supported, but only by sources it does not cite."""
+    CITED_NOT_SUPPORTING = "cited_not_supporting"
+    """Not supported; some source holds evidence for it, none of the cited ones does."""
+    UNSUPPORTED = "unsupported"
+    """Not supported; no source holds any evidence for it, or only a cited one holds some."""
+    UNCITED = "uncited"
+    """No citation marker in the sentences it came from."""
+
+    @property
+    def miscited(self) -> bool:
+        """What `--max-miscited` counts: the citation points away from the evidence."""
+        return self in (CitationStatus.MISATTRIBUTED, CitationStatus.CITED_NOT_SUPPORTING)
+
+
 @dataclass(frozen=True, slots=True)
 class SelectionIssue:
     """Something a step had to discard or could not parse, or a cut in the trail (kept for the

@@ -20,10 +20,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import InputProblem
-from .records import ErrorStageStatus, IssueKind, Termination, Verdict
+from .records import CitationStatus, ErrorStageStatus, IssueKind, Termination, Verdict
 
 SCHEMA_FILE = Path(__file__).parent / "schemas" / "report.schema.json"
-SCHEMA_ID = "https://veritrail.dev/schemas/report-v3.json"
+SCHEMA_ID = "https://veritrail.dev/schemas/report-v4.json"
 
 NO_VERDICT = "error"
 """The key of `summary.verdicts` that counts the claims with no verdict (they ended in error)."""
@@ -143,6 +143,24 @@ class ReviewDoc(_Open):
     )
 
 
+class CitationDoc(_Open):
+    """Version 4, with `--citations`: the claim's own citation markers against the sources that
+    hold its evidence (`veritrail.citations`, docs/citations.md)."""
+
+    status: CitationStatus | None = Field(
+        description="null when the claim has no verdict (it ended in error)"
+    )
+    markers: list[str] = Field(description="the markers of the sentences the claim came from")
+    cited_nodes: list[str] = Field(description="the nodes those markers name")
+    supporting_nodes: list[str] = Field(description="the root nodes holding its evidence")
+    located_by: Literal["sentences", "text", "overlap", "none"] = Field(
+        default="sentences",
+        description="how its sentences were found: its sentence_indices, else its text or its "
+        "words in the final output",
+    )
+    unresolved: list[str] = Field(default_factory=list, description="references that name no node")
+
+
 class ClaimDoc(_Open):
     id: str
     text: str
@@ -170,6 +188,7 @@ class ClaimDoc(_Open):
     error_stage_status: ErrorStageStatus
     issues: list[IssueDoc] = Field(default_factory=list)
     cost: ClaimCostDoc
+    citation: CitationDoc | None = None
 
     @property
     def errored(self) -> bool:
@@ -218,6 +237,9 @@ class SummaryDoc(_Open):
     terminations: dict[str, NonNegInt] = Field(default_factory=dict)
     error_stages: dict[str, NonNegInt] = Field(description="claims per error stage")
     cost: SummaryCostDoc
+    citations: dict[str, NonNegInt] | None = Field(
+        default=None, description="claims per citation status (version 4, with --citations)"
+    )
 
     def count(self, verdict: Verdict | None) -> int:
         """Claims whose final verdict is `verdict` (None: claims with none, `errors`)."""
@@ -249,6 +271,8 @@ class RunDoc(_Open):
     run_dir: str | None = None
     resumed_claims: NonNegInt | None = None
     max_unsupported: Annotated[float, Field(ge=0, le=1)] | None = None
+    citations: str | None = Field(default=None, description="--citations (version 4)")
+    max_miscited: Annotated[float, Field(ge=0, le=1)] | None = None
     notes: list[str] = Field(default_factory=list)
     fatal: str | None = None
     batch: BatchJobDoc | None = None
@@ -264,11 +288,11 @@ class RunDoc(_Open):
 
 
 class ReportDoc(_Open):
-    """A VeriTrail report, versions 1 to 3 (2 adds a claim's optional review, 3 the model's
-    kind)."""
+    """A VeriTrail report, versions 1 to 4 (2 adds a claim's optional review, 3 the model's
+    kind, 4 the claims' optional citation statuses)."""
 
     format: Literal["veritrail-report"]
-    version: Literal[1, 2, 3]
+    version: Literal[1, 2, 3, 4]
     model: str = Field(description="provider/model, or 'oracle'")
     model_kind: ModelKind | None = Field(
         default=None,
@@ -349,6 +373,7 @@ if __name__ == "__main__":
 __all__ = [
     "NO_VERDICT",
     "SCHEMA_FILE",
+    "CitationDoc",
     "ClaimDoc",
     "DagDoc",
     "IterationDoc",
