@@ -147,8 +147,9 @@ class CitationDoc(_Open):
     """Version 4, with `--citations`: the claim's own citation markers against the sources that
     hold its evidence (`veritrail.citations`, docs/citations.md)."""
 
-    status: CitationStatus | None = Field(
-        description="null when the claim has no verdict (it ended in error)"
+    kind: CitationStatus | None = Field(
+        description="the claim's citation status; null when the claim has no verdict (it ended "
+        "in error)"
     )
     markers: list[str] = Field(description="the markers of the sentences the claim came from")
     cited_nodes: list[str] = Field(description="the nodes those markers name")
