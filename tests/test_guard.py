@@ -9,6 +9,7 @@ so the deadline is certainly reached with calls in flight, however slow the mach
 from __future__ import annotations
 
 import asyncio
+import importlib
 import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -36,6 +37,14 @@ MIXED = "The Harbour Museum opened in 1921. It has a roof garden."
 # What a guard's time-out may add to the budget on a loaded machine: cancelling the calls in
 # flight and closing the model's connections (measured: a few ms; stated in docs/api.md).
 BOUND_MS = 1000
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _warm() -> None:
+    """What a server does at start-up (docs/api.md): import the guard and the model's client
+    before the first request, whose budget must not pay for imports (the OpenAI SDK alone takes
+    seconds on a cold process)."""
+    importlib.import_module("veritrail.lm.openai")
 
 
 @pytest.fixture
@@ -115,7 +124,6 @@ async def test_time_out_with_held_replies(loopback: FakeOpenAIServer, policy: st
         on_timeout=policy,  # type: ignore[arg-type]
         **_on(loopback),
     )
-    assert loopback.count >= 1  # a call was in flight at the deadline
     assert result.timed_out and not result.verified
     assert result.outcome is (GuardOutcome.UNVERIFIED if policy == "pass" else GuardOutcome.BLOCKED)
     assert result.allowed is (policy == "pass")
@@ -124,6 +132,17 @@ async def test_time_out_with_held_replies(loopback: FakeOpenAIServer, policy: st
     assert result.reason == "time-out: not finished within 300 ms"
     assert 300 <= result.elapsed_ms < 300 + BOUND_MS
     # Cancelled cleanly: no task of the guard outlives it.
+    assert asyncio.all_tasks() == {asyncio.current_task()}
+
+
+async def test_calls_in_flight_at_the_deadline_are_cancelled(loopback: FakeOpenAIServer) -> None:
+    """The budget is ample for the first request to be sent (a few ms on loopback); the reply is
+    held, so the call is certainly in flight at the deadline. Cancelled: the guard returns, no
+    task of it is left, and the server sees the client go (its connection closed)."""
+    loopback.hold()
+    result = await aguard(MIXED, SOURCES, budget_ms=2000, on_timeout="block", **_on(loopback))
+    assert loopback.count >= 1 and result.timed_out
+    assert result.outcome is GuardOutcome.BLOCKED
     assert asyncio.all_tasks() == {asyncio.current_task()}
 
 

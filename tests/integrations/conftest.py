@@ -10,6 +10,7 @@ import os
 
 _NEEDS = {
     "test_handler_contracts.py": ("langchain_core", "llama_index.core"),
+    "test_langchain_guard.py": ("langchain_core",),
     "test_trace_langchain.py": (
         "langchain_core",
         "google.protobuf",

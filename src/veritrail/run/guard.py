@@ -35,11 +35,19 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
 
+# The method's modules are imported here, not on first use: `vt.guard` loads this module, and
+# a first request must not pay for imports inside its budget (docs/api.md: warm-up).
 from ..dag import Dag
 from ..errors import VeritrailError
+from ..lm.base import ProviderError
+from ..method.config import fit_to_context, model_context_window
+from ..method.extraction import ExtractionConfig, ExtractionMode, SentenceOutcome, extract
+from ..method.loop import lm_steps, verify_claims
+from ..method.prompting import prompt_dir
 from ..records import Claim, ClaimResult, Termination, Verdict
 from ..redaction import redact
 from .inputs import job_settings, model_name
+from .model_spec import ModelSpec
 from .sources import SourceText, single_step_dag
 from .spec import JobInputError
 
@@ -264,10 +272,6 @@ async def _work(
 ) -> None:
     """Extract (unless given) and verify, recording each finished claim in `progress` at once,
     so what finished before the deadline is kept when the rest is cancelled."""
-    from ..lm.base import ProviderError
-    from ..method.extraction import ExtractionConfig, ExtractionMode, SentenceOutcome, extract
-    from ..method.loop import verify_claims
-    from ..method.prompting import prompt_dir
 
     with prompt_dir(settings.prompt_dir):
         if claims is None:
@@ -322,6 +326,7 @@ async def aguard(
     chunk_sentences: int | None = None,
     chunk_tokens: int | None = None,
     config: str | None = None,
+    raise_blocked: bool = False,
     **settings: Any,
 ) -> GuardResult:
     """Verify `answer` against `sources` (or the DAG `dag`, its answer the terminal node's text)
@@ -330,8 +335,9 @@ async def aguard(
     `model` is a `provider/model` name (settings as `veritrail.check` reads them: arguments,
     `VERITRAIL_*` variables, `config=` or `./veritrail.toml`) — a model built and closed per
     call — or a `veritrail.Model` you keep across calls of one event loop (its connections are
-    reused; the guard never closes it). Returns a `GuardResult`; raises `JobInputError` on bad
-    input, before any model call.
+    reused; the guard never closes it). Returns a `GuardResult` (`raise_blocked=True`: raises
+    `GuardBlocked` instead when the answer is not allowed); raises `JobInputError` on bad input,
+    before any model call.
     """
     t0 = time.monotonic()
     _check_inputs(answer, sources, dag, claims, budget_ms, on_timeout)
@@ -355,15 +361,12 @@ async def aguard(
         the_dag = dag
     text = the_dag.node(the_dag.terminal).text
     claim_list = _claims(claims) if claims is not None else None
-    from ..method.config import fit_to_context, model_context_window
 
     try:
         cfg = s.verify_config()
     except ValueError as exc:
         raise JobInputError(f"guard(): {exc}") from None
     if own:
-        from .model_spec import ModelSpec
-
         try:
             lm = ModelSpec.from_settings(s, model_name(s, None)).build(concurrency=s.concurrency)
         except ValueError as exc:  # an unknown provider, an option it does not take
@@ -372,7 +375,6 @@ async def aguard(
         assert model is not None and not isinstance(model, str)
         lm = model
     cfg = fit_to_context(cfg, model_context_window(lm.provider))
-    from ..method.loop import lm_steps
 
     steps = lm_steps(lm, sample_temperature=s.sample_temperature)
     calls_before = lm.usage.total().lm_calls
@@ -403,7 +405,7 @@ async def aguard(
     finally:
         if own:
             await lm.aclose()
-    return _decide(
+    result = _decide(
         text,
         progress,
         budget_ms=budget_ms,
@@ -412,6 +414,9 @@ async def aguard(
         timed_out=timed_out,
         on_timeout=on_timeout,
     )
+    if raise_blocked and not result.allowed:
+        raise GuardBlocked(result)
+    return result
 
 
 async def _cancel_shared_calls(steps: Steps) -> None:
