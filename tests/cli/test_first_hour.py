@@ -53,7 +53,7 @@ def test_a_demonstration_run_is_labelled_in_the_terminal_and_the_report(tmp_path
     assert "note: verdicts by demo/overlap: demonstration, not a judge." in res.output
     assert "verdicts by demo/overlap (demonstration, not a judge)" in res.output
     report = read_report(tmp_path / "report.json")
-    assert report["version"] == 3
+    assert report["version"] >= 3  # model_kind since version 3
     assert report["model_kind"] == "demonstration"
     assert report["model_label"] == "demonstration, not a judge"
 
