@@ -22,7 +22,7 @@ class ExitCode(IntEnum):
     OK = 0
     """Every claim verified and no gate failed."""
     GATE = 1
-    """A gate failed (`--max-unsupported`)."""
+    """A gate failed (`--max-unsupported`, `--max-miscited`)."""
     USAGE = 2
     """Bad input or usage, decided before any model call."""
     ERRORS = 3
@@ -78,11 +78,14 @@ def gate_failures(report: ReportSource, max_unsupported: float | None) -> GateRe
 
 def exit_code(report: ReportSource, max_unsupported: float | None) -> ExitCode:
     """The run's exit status from its report: 3 when a claim ended in error (wins), else 1 when
-    the share of Not Fully Supported claims is above `max_unsupported`, else 0."""
+    the share of Not Fully Supported claims is above `max_unsupported` or the report's own
+    `--max-miscited` gate (`run.max_miscited`, `citations.miscited_gate`) failed, else 0."""
+    from .citations import miscited_gate
     from .report import as_report
 
     doc = as_report(report)
     return exit_status(
         errors=bool(doc.summary.errors),
-        gate_failed=gate_failures(doc, max_unsupported) is not None,
+        gate_failed=gate_failures(doc, max_unsupported) is not None
+        or miscited_gate(doc) is not None,
     )

@@ -247,6 +247,22 @@ RUN_OPTIONS: list[Callable[[Any], Any]] = [
         help="CI gate: exit 1 when the share of claims judged Not Fully Supported is above RATE "
         "(0 to 1); the summary lists them",
     ),
+    _text(
+        "--citations",
+        metavar="auto|off|PATTERN",
+        help="Check the answer's own citation markers against the sources holding each claim's "
+        "evidence: auto ([1], [^1], 【1】, [text](url), (Source: name)), off, or a regular "
+        "expression whose group holds the reference (docs/citations.md)",
+        default="off",
+    ),
+    _setting(
+        "--max-miscited",
+        type=float,
+        default=None,
+        metavar="RATE",
+        help="CI gate: exit 1 when the share of cited claims that are misattributed or cite a "
+        "source that does not support them is above RATE (0 to 1; with --citations)",
+    ),
     _setting("--max-reasks", help="Re-asks per model call after an unreadable reply"),
     _setting("--max-cost", type=float, metavar="USD", help=MAX_COST_HELP, default="no cap"),
     _setting("--max-tokens", metavar="N", help=MAX_TOKENS_HELP, default="no cap"),

@@ -302,6 +302,8 @@
     if (brief) card.append(brief);
     var review = reviewLine(c);
     if (review) card.append(review);
+    var cite = citationLine(c);
+    if (cite) card.append(cite);
     var det = el('details', { class: 'more' }, el('summary', { text: 'Reasoning and evidence trail' }));
     if (c.error) det.append(el('h4', { text: 'Error' }), el('div', { class: 'error-text', text: c.error }));
     det.append(el('h4', { text: 'Reasoning' }), el('p', { class: 'reasoning', text: c.reasoning || '(none)' }));
@@ -366,6 +368,30 @@
         (r.error_stage != null ? ', error stage ' + r.error_stage + ((r.nodes || []).length ? ', node ' + showIds(r.nodes, ', ') : '') : '') }),
       el('span', { class: 'note', text: ' (' + who + ')' }),
       el('div', { class: 'review-reason', text: r.reason }));
+  }
+
+  // The claim's own citation markers against the sources holding its evidence (report
+  // version 4, `--citations`; docs/citations.md).
+  var CITATION_WORDS = {
+    supported_by_cited: ['fs', 'supported by the cited source'],
+    misattributed: ['nfs', 'misattributed: supported only by a source it does not cite'],
+    cited_not_supporting: ['nfs', 'the cited source does not support it'],
+    unsupported: ['inc', 'no source supports it'],
+    uncited: ['plain', 'uncited']
+  };
+  function citationLine(c) {
+    var ct = c.citation;
+    if (!ct) return null;
+    var words = CITATION_WORDS[ct.kind] || ['err', 'no citation status (no verdict)'];
+    var parts = [];
+    if ((ct.markers || []).length) parts.push('markers ' + showIds(ct.markers, ' '));
+    if ((ct.cited_nodes || []).length) parts.push('cites ' + showIds(ct.cited_nodes, ', '));
+    if ((ct.unresolved || []).length) parts.push('names no source: ' + showIds(ct.unresolved, ', '));
+    if ((ct.supporting_nodes || []).length) parts.push('evidence in ' + showIds(ct.supporting_nodes, ', '));
+    if (ct.located_by === 'text' || ct.located_by === 'overlap') parts.push('claim found in the answer by its ' + (ct.located_by === 'text' ? 'text' : 'words'));
+    return el('div', { class: 'citation', 'data-citation-status': ct.kind || '' },
+      el('span', { class: 'badge ' + words[0], text: 'citation: ' + words[1] }),
+      parts.length ? el('span', { class: 'note', text: ' ' + parts.join('; ') }) : null);
   }
 
   function iterationBlock(it) {

@@ -2,8 +2,9 @@
 batch and of a Ray batch finish through `end_run`, so their reports, run.json statuses and exit
 codes cannot drift apart.
 
-`end_run` builds the report's `run` block (the gate the run applied included, so a loaded
-report's `exit_code` is the run's), the report (with people's reviews), writes it into the run
+`end_run` builds the report's `run` block (the gates the run applied included, so a loaded
+report's `exit_code` is the run's), the report (with its claims' citation statuses when the run
+checks citations, and people's reviews), writes it into the run
 directory, sets run.json's status by `run_status`, then calls the run-end hooks (`run.hooks`: the
 index of runs among them), which never fail nor hold the run.
 
@@ -25,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..citations import attach_citations
 from ..records import Termination
 from ..report import build_report
 from .hooks import RunEnded, call_run_end_hooks
@@ -82,6 +84,10 @@ def run_block(job: Job, store: RunStore, end: RunEnd) -> dict[str, Any]:
         # The gate this run applied, so that a loaded report's exit_code is the run's.
         "max_unsupported": job.settings.max_unsupported,
     }
+    if job.settings.citations is not None or job.settings.max_miscited is not None:
+        # Citation checking (docs/citations.md) and its gate, read back by `outcome.exit_code`.
+        info["citations"] = job.settings.citations
+        info["max_miscited"] = job.settings.max_miscited
     if end.batch is not None:
         info["batch"] = dict(end.batch)
     if end.notes:
@@ -109,6 +115,9 @@ def end_run(
         run=run_block(job, store, end),
         dag_path=job.dag_path,
     )
+    # Each claim's citation status (`--citations`): read from its verdict and evidence, here,
+    # so verify, check, resume, the API and every batch job report it alike.
+    report = attach_citations(report, job.dag, job.settings.citations)
     # People's reviews of this run's claims (`veritrail review`) stay in its report.
     report = report_with_reviews(report, job.run_dir)
     report_file = store.write_report(report)

@@ -121,6 +121,13 @@ class Settings:
     max_unsupported: float | None = None
     """CI gate: exit 1 when the share of claims judged Not Fully Supported is above this rate
     (0 to 1). None = no gate. Not part of the run fingerprint."""
+    citations: str | None = None
+    """Citation checking (`veritrail.citations`, docs/citations.md): `auto` (the built-in marker
+    styles), `off`, or a regular expression whose group holds the reference. None = off. Not
+    part of the run fingerprint (it reads the verdicts, it does not change them)."""
+    max_miscited: float | None = None
+    """CI gate: exit 1 when the share of cited claims whose citation is misattributed or cites
+    a source that does not support them is above this rate (0 to 1). None = no gate."""
     max_cost: float | None = None
     """Spending cap in USD over this command's model calls (`lm.budget`): no call starts once
     it would pass it; None = no cap. Not part of the run fingerprint (it changes how far a run
@@ -222,7 +229,7 @@ def coerce_setting(name: str, value: Any, origin: str) -> Any:
 
 
 # Settings with an upper bound (rates).
-_UPPER_BOUNDS: dict[str, float] = {"max_unsupported": 1.0}
+_UPPER_BOUNDS: dict[str, float] = {"max_unsupported": 1.0, "max_miscited": 1.0}
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:

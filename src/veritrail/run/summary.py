@@ -120,7 +120,24 @@ def summary_tables(report: ReportSource, *, wall_seconds: float | None = None) -
     again = rerun_line(doc)
     if again is not None:
         head.append(Text(again, style="bold"))
-    return Group(*head, verdicts, stages, cost)
+    return Group(*head, verdicts, *_citations_table(doc), stages, cost)
+
+
+def _citations_table(doc: ReportDoc) -> list[Table]:
+    """Each claim's citation status (`--citations`, `veritrail.citations`); none without."""
+    from ..citations import citation_rows
+    from ..redaction import redact
+
+    rows = citation_rows(doc)
+    if not rows:
+        return []
+    table = Table(title="Citations", title_justify="left")
+    for name in ("claim", "citation", "markers → cited"):
+        table.add_column(name)
+    for claim_id, kind, cites in rows:
+        # Text, not markup: a marker such as [catalogue](url) is not a rich style tag.
+        table.add_row(Text(redact(claim_id)), Text(kind), Text(redact(cites)))
+    return [table]
 
 
 def _judge(doc: ReportDoc) -> bool:
@@ -229,6 +246,18 @@ def outcome_lines(
         # Named at every exit status, not only when a gate fails: CI logs show which claims.
         lines.append(f"{len(unsupported)} of {len(claims)} claims are Not Fully Supported:")
     lines.extend(claim_lines(unsupported, limit=limit, dag=doc.dag))
+    from ..citations import miscited_gate
+
+    cited = miscited_gate(doc)
+    if cited is not None:
+        lines.append(
+            f"gate failed: {len(cited.claims)} of {cited.cited} cited claims "
+            f"({100 * cited.share:.1f}%) cite a source that does not hold their evidence, "
+            f"above --max-miscited {cited.rate:g} ({100 * cited.rate:.1f}%):"
+        )
+        lines.extend(
+            f"  {cid}: {redact(shorten(text, 100))} ({kind})" for cid, text, kind in cited.claims
+        )
     return lines
 
 
