@@ -24,7 +24,7 @@ def _check_outputs(inputs: list[Path], outputs: list[Path]) -> None:
             raise DiffUsageError(f"{out}: is an input of the diff; choose another output file")
         if r in seen:
             raise DiffUsageError(
-                f"{out}: given for two outputs (two of --json, --html, --markdown, "
+                f"{out}: given for two outputs (both --json and --html, or two of --markdown, "
                 "--junit, --sarif)"
             )
         if out.is_dir():
