@@ -108,7 +108,8 @@ class GuardResult:
     budget_ms: float
     elapsed_ms: float
     lm_calls: int
-    """Model calls made for this answer (cache hits included)."""
+    """Model calls answered for this answer (cache hits included; calls cancelled at the
+    deadline are not counted)."""
     timed_out: bool
     reason: str | None = None
     """Why the answer was not fully verified: the time-out or the failure; None when it was."""
