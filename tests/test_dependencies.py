@@ -29,6 +29,7 @@ FEATURES: dict[str, tuple[str, ...]] = {
     "runs/view/": ("view",),
     "adapters/graphrag/index.py": ("graphrag",),
     "integrations/langchain.py": ("langchain",),
+    "integrations/langchain_guard.py": ("langchain",),
     "integrations/llamaindex.py": ("llamaindex",),
     "batch/ray_cluster.py": ("ray",),
     "batch/ray_executor.py": ("ray",),
