@@ -447,3 +447,42 @@ def test_a_next_link_to_another_origin_is_refused(tmp_path: Path, github: FakeGi
         comment_mod.next_link({"link": '<https://a/x?page=2>; rel="next"'}) == "https://a/x?page=2"
     )
     assert comment_mod.next_link({"Link": '<https://a/x?page=9>; rel="last"'}) is None
+
+
+@pytest.mark.slow
+def test_batch_compares_the_report_named_in_input_report(
+    tmp_path: Path, github: FakeGitHub, base_report: Path
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    job = {
+        "id": "qs",
+        "dag": str(QS / "dag.json"),
+        "claims": str(QS / "claims.json"),
+        "oracle": str(QS / "oracle.json"),
+        "out": str(workspace / "jobs" / "qs.json"),
+    }
+    (workspace / "manifest.jsonl").write_text(json.dumps(job) + "\n")
+    inputs = {
+        "command": "batch",
+        "args": "manifest.jsonl --runs-dir runs",
+        "report": "jobs/qs.json",
+        "base-report": str(base_report),
+        "max-new-unsupported": "0",
+    }
+    res = run_action(workspace, github, inputs, tag="1")
+    assert res.step("verify").outputs["exit-code"] == "0", res.text
+    assert res.step("result").code == 1, res.text  # the diff's gate: c3 became unsupported
+    (posted,) = ours(github)
+    assert "| c3 |" in posted["body"] and "stage 2 (summary\\-2)" in posted["body"]
+    assert (workspace / "veritrail-out" / "veritrail.sarif").is_file()
+
+
+def test_a_quoting_error_in_args_is_bad_input(tmp_path: Path, github: FakeGitHub) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    res = run_action(workspace, github, {"args": "dag.json --claims 'unclosed"}, tag="1")
+    (step,) = res.steps  # the action stops at the verify step
+    assert step.id == "verify" and step.code == 2
+    assert step.stderr == "error: input args: No closing quotation\n"
+    assert github.requests == []
