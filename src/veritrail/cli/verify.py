@@ -20,13 +20,12 @@ from ..cigate import CiTargets
 from ..run.job import (
     ExitCode,
     Job,
-    JobInputError,
     interruption_of,
     job_settings,
     prepare_job,
     run_and_write,
 )
-from ..run.settings import Settings, find_config_file
+from ..run.settings import find_config_file
 from .common import (
     EXIT_CODES_HELP,
     check_ci_outputs,
@@ -117,19 +116,6 @@ def print_dry_run(job: Job) -> None:
         click.echo(line)
 
 
-def check_citation_settings(settings: Settings) -> None:
-    """`--citations` is off, auto or a usable expression, and `--max-miscited` has citations to
-    count: `JobInputError` (exit 2) otherwise, before any model call."""
-    from ..citations import CitationOptionError, parse_rule
-
-    try:
-        rule = parse_rule(settings.citations)
-    except CitationOptionError as exc:
-        raise JobInputError(str(exc)) from None
-    if settings.max_miscited is not None and rule is None:
-        raise JobInputError("--max-miscited needs --citations auto (or a PATTERN)")
-
-
 def run_command(options: Mapping[str, Any], inputs: Callable[[], Mapping[str, Any]]) -> None:
     """The body of every command that verifies (`verify`, `check`): the settings, the job, then
     the dry run or the run (exit status as `EXIT_CODES_HELP`).
@@ -144,7 +130,6 @@ def run_command(options: Mapping[str, Any], inputs: Callable[[], Mapping[str, An
     ci = pop_ci_targets(o)
     with job_errors():
         settings = job_settings(o, config_path=config_path)  # every other option is a setting
-        check_citation_settings(settings)
         job = prepare_job(
             **inputs(),
             claims_path=claims_path,

@@ -307,9 +307,20 @@ def resolve_settings(
     try:
         settings = Settings(**merged, sources=sources)
         settings.verify_config()
+        _check_citations(settings)
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
     return settings
+
+
+def _check_citations(settings: Settings) -> None:
+    """`citations` is off, auto or a usable expression, and `max_miscited` has citations to
+    count (ValueError naming the option otherwise): decided here, so every command and the API
+    refuse them before any model call."""
+    from ..citations import parse_rule
+
+    if parse_rule(settings.citations) is None and settings.max_miscited is not None:
+        raise ValueError("--max-miscited needs --citations auto (or a PATTERN)")
 
 
 def default_text(name: str) -> str:
