@@ -115,7 +115,7 @@ def _handler(gh: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                         headers["Link"] = f'<{nxt}>; rel="next", <{gh.base}{list_path}>; rel="last"'
                     self._send(200, chunk, headers)
                 elif method == "POST" and url.path == list_path:
-                    self._send(201, gh.add(payload["body"], "github-actions[bot]"))
+                    self._send(201, gh.add(payload["body"], BOT))
                 elif method == "PATCH" and m:
                     found = [c for c in gh.comments if c["id"] == int(m.group(1))]
                     if not found:
@@ -298,8 +298,11 @@ def head_inputs(base: Path, **extra: str) -> dict[str, str]:
     return {"args": args, "base-report": str(base), "max-new-unsupported": "0"} | extra
 
 
+BOT = "github-actions[bot]"
+
+
 def ours(gh: FakeGitHub) -> list[dict[str, Any]]:
-    return [c for c in gh.comments if c["body"].startswith(MARKER)]
+    return [c for c in gh.comments if c["body"].startswith(MARKER) and c["user"]["login"] == BOT]
 
 
 def files_under(*roots: Path) -> Iterator[Path]:
@@ -337,6 +340,8 @@ def test_first_run_creates_the_comment_second_run_updates_it(
 ) -> None:
     # Someone's comments come first: ours lands on a later page of the listing.
     others = [github.add(f"LGTM {i}, see {MARKER} below", "reviewer") for i in range(3)]
+    # A marked comment by someone else: never ours to fill (its author could edit it after).
+    others.append(github.add(f"{MARKER}\nAll claims verified, trust me.", "mallory"))
     kept = [dict(c) for c in others]
     workspace = tmp_path / "ws"
     workspace.mkdir()
@@ -369,11 +374,11 @@ def test_first_run_creates_the_comment_second_run_updates_it(
     )
     assert second.step("result").code == 0, second.text
     assert "veritrail comment updated" in second.step("comment").stdout
-    assert [m for m, _ in github.requests] == ["GET", "GET", "PATCH"]  # ours is on page 2
+    assert [m for m, _ in github.requests] == ["GET", "GET", "GET", "PATCH"]  # ours on page 3
     (updated,) = ours(github)  # still one
     assert updated["id"] == posted["id"] and "Gate passed" in updated["body"]
-    assert len(github.comments) == 4
-    assert github.comments[:3] == kept  # the marker in someone's text is not ours: untouched
+    assert len(github.comments) == 5
+    assert github.comments[:4] == kept  # someone's comments, marked or not: untouched
 
     # The token: in no step's output, no summary, no file the action wrote.
     assert TOKEN not in first.text + second.text + first.summary + second.summary
@@ -397,7 +402,8 @@ def test_github_5xx_exits_3_with_one_line_and_no_base_says_so(
     assert TOKEN not in res.text + res.summary
     # Listing is retried (idempotent), nothing is ever created.
     assert [m for m, _ in github.requests] == ["GET"] * (1 + comment_mod.RETRIES)
-    assert res.step("result").code == 3 and "comment 3" in res.step("result").stdout
+    assert res.step("result").code == 3, res.text
+    assert "comment 3" in res.step("result").stdout, res.text
     # No base report yet (the base branch never ran): the body says so instead of a diff.
     assert res.summary.startswith(MARKER)
     assert "base report was not found" in res.summary

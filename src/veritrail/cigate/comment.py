@@ -5,8 +5,11 @@ The comment is found by its hidden first line, `<!-- veritrail-report -->` (`run
 which `veritrail diff --markdown` writes; added when the body lacks it): the pull request's
 comments are listed page by page (GitHub's REST API, `GET /repos/{repo}/issues/{n}/comments`,
 following the `Link: <...>; rel="next"` header), the first comment whose body starts with the
-marker is updated (`PATCH /repos/{repo}/issues/comments/{id}`), and only when none does is one
-created (`POST`). A comment without the marker, anyone's, is never touched. A failed POST is
+marker and whose author is `--author` (the action passes `github-actions[bot]`, the author of
+what `GITHUB_TOKEN` posts) is updated (`PATCH /repos/{repo}/issues/comments/{id}`), and only when
+none is one created (`POST`). A comment without the marker, anyone's, is never touched; nor is a
+marked comment by someone else, so a commenter cannot plant a comment that the next run would
+fill with the real results and its author could then edit. A failed POST is
 never retried: it may have created the comment, and a retry would make a second one; listing and
 updating are retried on a 5xx or a dropped connection.
 
@@ -232,16 +235,26 @@ def with_marker(body: str) -> str:
     return body
 
 
-def is_ours(comment: Mapping[str, Any]) -> bool:
-    """A comment a previous run posted: its body starts with the marker."""
+def is_ours(comment: Mapping[str, Any], author: str | None = None) -> bool:
+    """A comment a previous run posted: its body starts with the marker and, when `author` is
+    given, that account wrote it."""
     body = comment.get("body")
-    return isinstance(body, str) and body.lstrip("\ufeff").startswith(MARKER)
+    if not (isinstance(body, str) and body.lstrip("\ufeff").startswith(MARKER)):
+        return False
+    if not author:
+        return True
+    user = comment.get("user")
+    login = user.get("login") if isinstance(user, dict) else None
+    return isinstance(login, str) and login.lower() == author.lower()
 
 
-def upsert_comment(client: GitHubClient, repo: str, number: int, body: str) -> Posted:
-    """Update the pull request's marked comment, or create it when there is none."""
+def upsert_comment(
+    client: GitHubClient, repo: str, number: int, body: str, *, author: str | None = None
+) -> Posted:
+    """Update the pull request's marked comment (by `author`, when given), or create it when
+    there is none."""
     body = with_marker(body)
-    ours = [c for c in client.comments(repo, number) if is_ours(c)]
+    ours = [c for c in client.comments(repo, number) if is_ours(c, author)]
     if ours:
         done = client.update(repo, int(ours[0]["id"]), body)
         action = "updated"
@@ -266,6 +279,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--repo", help="OWNER/NAME [default: $GITHUB_REPOSITORY]")
     p.add_argument("--pr", required=True, help="the pull request's number")
     p.add_argument("--body-file", required=True, help="the comment (veritrail diff --markdown)")
+    p.add_argument(
+        "--author",
+        default="",
+        help="only a marked comment by this login is updated (the action: github-actions[bot]) "
+        "[default: any author]",
+    )
     return p
 
 
@@ -295,7 +314,7 @@ def run(argv: Sequence[str], environ: Mapping[str, str]) -> Posted:
         raise CommentInputError(f"--pr {args.pr!r}: expected a pull request's number")
     body = _read_body(args.body_file)
     client = GitHubClient(environ.get("GITHUB_API_URL") or DEFAULT_API_URL, token)
-    return upsert_comment(client, repo, int(args.pr), body)
+    return upsert_comment(client, repo, int(args.pr), body, author=args.author or None)
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:

@@ -167,11 +167,13 @@ def _share_lines(doc: Mapping[str, Any]) -> list[str]:
 
 
 def render_diff_markdown(
-    doc: Mapping[str, Any], *, rows: int = DEFAULT_ROWS, title: str = "veritrail diff"
+    doc: Mapping[str, Any] | Any, *, rows: int = DEFAULT_ROWS, title: str = "veritrail diff"
 ) -> str:
     """The pull-request comment of a diff document: marker, gate, both runs, the share's
     difference with its interval, the newly unsupported claims with the stage and nodes where
     each entered, the other verdict flips and the moved trails (`rows` per table, 0: all)."""
+    if not isinstance(doc, Mapping) and hasattr(doc, "model_dump"):
+        doc = doc.model_dump(mode="json")  # a typed diff document: its JSON form is the format
     changes: list[Mapping[str, Any]] = list(doc.get("changes") or [])
     lines = [MARKER, f"### {md_text(title, 120)}", "", _gate_line(doc.get("gate") or {}), ""]
     lines += _runs_table(doc)
