@@ -239,6 +239,7 @@ def test_a_dag_is_guarded_by_its_final_output() -> None:
         ({"claims": "one text"}, "claims must be a list"),
         ({"sources": None}, "give the answer's sources"),
         ({"sources": {"a": 1}}, "must map str names to str texts"),
+        ({"sources": 5}, "sources must be a text, a list of texts or a dict"),
         ({"answer": "   "}, "the answer is empty"),
         ({"q": -1}, "q"),
         ({"model": "nonsense"}, "nonsense"),

@@ -189,7 +189,7 @@ def _source_texts(sources: SourcesArg) -> list[SourceText]:
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in sources.items()):
             raise JobInputError("guard(): sources given as a dict must map str names to str texts")
         return [SourceText(k, v) for k, v in sources.items()]
-    if not all(isinstance(s, str) for s in sources):
+    if not isinstance(sources, list | tuple) or not all(isinstance(s, str) for s in sources):
         raise JobInputError("guard(): sources must be a text, a list of texts or a dict of texts")
     return [SourceText(f"source{i}", s) for i, s in enumerate(sources, 1)]
 
