@@ -25,8 +25,8 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 EXIT_CODES_HELP = (
     "Exit status: 0 every claim verified and no gate failed; 1 a gate failed "
-    "(--max-unsupported); 2 bad input or usage (before any model call); 3 one or more claims "
-    "could not be verified (wins over 1; they are retried by the next run), also when a "
+    "(--max-unsupported, --max-miscited); 2 bad input or usage (before any model call); 3 one or "
+    "more claims could not be verified (wins over 1; they are retried by the next run), also when a "
     "--max-cost/--max-tokens cap was reached; 130 interrupted."
 )
 
