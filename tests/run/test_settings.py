@@ -148,3 +148,25 @@ def test_verify_cli_applies_the_layers(tmp_path: Path, monkeypatch: pytest.Monke
     (tmp_path / "bad.toml").write_text("q = 0.5\n")
     got = CliRunner().invoke(cli, [*args, "--config", "bad.toml"], env=env)
     assert got.exit_code == 2 and "bad.toml: q = 0.5" in got.output
+
+
+def test_an_endpoint_from_the_environment_is_ignored_by_a_model_that_takes_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`VERITRAIL_BASE_URL` is for the models that have an endpoint: the demonstration model
+    runs with it set (the docs check sets it for every block), `--base-url` with it stays exit 2."""
+    from click.testing import CliRunner
+
+    from veritrail.cli.main import cli
+
+    monkeypatch.setenv("VERITRAIL_BASE_URL", "http://127.0.0.1:9/v1")
+    qs = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
+    args = [
+        "verify", str(qs / "dag.json"), "--claims", str(qs / "claims.json"),
+        "--model", "demo/overlap", "--cache", "off", "--quiet",
+        "--runs-dir", str(tmp_path / "runs"), "--out", str(tmp_path / "r.json"),
+    ]  # fmt: skip
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    flagged = CliRunner().invoke(cli, [*args, "--base-url", "http://127.0.0.1:9/v1"])
+    assert flagged.exit_code == 2
+    assert "do not take the option(s) base_url" in flagged.output

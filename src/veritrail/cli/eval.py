@@ -22,6 +22,19 @@ _INJECTED_METHODS = ("veritrail:q=1", "earliest-stage", "rag:k=15", "direct")
 """The methods of `eval injected:DIR` with a model and no --method (docs/inject.md)."""
 
 
+def _require_eval_extra() -> None:
+    """Exit 2 with one line naming the `eval` extra when a module it installs is missing (the
+    metrics need numpy): before reading the dataset, never a traceback."""
+    import importlib.util
+
+    for name in ("numpy",):
+        if importlib.util.find_spec(name) is None:
+            _fail(
+                f"veritrail eval needs the `eval` extra ({name} is not installed): "
+                "pip install 'veritrail[eval]'"
+            )
+
+
 @click.command("eval")
 @click.argument("dataset")
 @click.option(
@@ -175,6 +188,7 @@ def eval_cmd(
     (`veritrail review`) and prints the judge–human agreement (confusion matrix, Cohen's kappa)
     of the runs' own verdicts and of each --method (none by default).
     """
+    _require_eval_extra()
     from ..detectors.registry import BuildContext, build_method
     from ..eval.datasets import DatasetError, open_dataset
     from ..eval.datasets import save_dataset as write_dataset

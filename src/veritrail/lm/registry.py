@@ -166,6 +166,18 @@ def _factory(prefix: str) -> ProviderFactory:
     return factory
 
 
+def takes_option(name: str, option: str) -> bool:
+    """Whether the provider of model `name` takes constructor option `option` (e.g. `base_url`:
+    `openai/` does, `demo/` and `local/` do not). False for an unknown provider."""
+    try:
+        prefix, _ = split_name(resolve_name(name))
+        factory = _factory(prefix)
+    except (ModelNameError, ValueError):
+        return False
+    params = inspect.signature(factory).parameters
+    return option in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
 def get_provider(name: str | None = None, **options: Any) -> Provider:
     """Build the provider for `name` (see `resolve_name`); `options` go to its constructor.
 

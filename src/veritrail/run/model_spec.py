@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .settings import Settings, model_cache
+from .settings import Settings, Source, model_cache
 
 if TYPE_CHECKING:
     from ..lm.base import Provider
@@ -48,10 +48,22 @@ class ModelSpec:
 
     @classmethod
     def from_settings(cls, settings: Settings, model_name: str) -> ModelSpec:
-        """The spec of a run's resolved settings (`--cache` unset: the default cache)."""
+        """The spec of a run's resolved settings (`--cache` unset: the default cache). An
+        endpoint set only in the environment (`VERITRAIL_BASE_URL`) is for the models that have
+        one: a model that takes none (`demo/`, `local/`) ignores it, where `--base-url` (or a
+        config file) naming one for such a model stays an error."""
+        from ..lm.registry import takes_option
+
+        base_url = settings.base_url
+        if (
+            base_url
+            and settings.sources.get("base_url") == Source.ENV
+            and not takes_option(model_name, "base_url")
+        ):
+            base_url = None
         return cls(
             name=model_name,
-            base_url=settings.base_url,
+            base_url=base_url,
             cache=model_cache(settings.cache),
             prices=settings.prices,
             threads=settings.threads,
