@@ -310,3 +310,19 @@ async def test_a_held_stream_is_blocked_at_the_time_out(loopback: FakeOpenAIServ
     assert err.value.result.outcome is GuardOutcome.BLOCKED
     assert err.value.exit_code == 3
     assert asyncio.all_tasks() == {asyncio.current_task()}
+
+
+@pytest.mark.parametrize("policy", ["pass", "block"])
+def test_a_model_failure_is_answered_as_a_time_out_is(
+    loopback: FakeOpenAIServer, policy: str
+) -> None:
+    """A bad key (the server echoes it in its error) never raises out of a request path: the
+    answer is unverified or blocked by the policy, the reason says why, without the key."""
+    from veritrail.testing import Fault
+
+    loopback.inject(*[Fault.unauthorized(echo_key=True)] * 4)
+    result = guard(MIXED, SOURCES, budget_ms=20_000, on_timeout=policy, **_on(loopback))
+    assert not result.timed_out and result.claims == ()
+    assert result.outcome is (GuardOutcome.UNVERIFIED if policy == "pass" else GuardOutcome.BLOCKED)
+    assert result.reason is not None and result.reason.startswith("claims could not be extracted")
+    assert "sk-test-loopback" not in repr(result)
