@@ -326,3 +326,23 @@ def test_a_model_failure_is_answered_as_a_time_out_is(
     assert result.outcome is (GuardOutcome.UNVERIFIED if policy == "pass" else GuardOutcome.BLOCKED)
     assert result.reason is not None and result.reason.startswith("claims could not be extracted")
     assert "sk-test-loopback" not in repr(result)
+
+
+def test_a_spending_cap_is_kept_or_refused(loopback: FakeOpenAIServer) -> None:
+    """`max_tokens=` caps the answer's calls (no call starts past it: unverified, by the
+    policy); a dollar cap on a model with no known price is refused before any call."""
+    capped = guard(MIXED, SOURCES, budget_ms=20_000, max_tokens=1, **_on(loopback))
+    assert capped.outcome is GuardOutcome.UNVERIFIED and capped.reason is not None
+    assert loopback.count == 0
+    with pytest.raises(JobInputError, match="price"):
+        guard(MIXED, SOURCES, budget_ms=20_000, max_cost=0.01, **_on(loopback))
+    assert loopback.count == 0
+
+
+async def test_a_cap_with_a_model_object_is_refused() -> None:
+    model = vt.get_model("demo/overlap", cache=False)
+    try:
+        with pytest.raises(JobInputError, match=r"Model\.budget"):
+            await aguard(MIXED, SOURCES, model=model, max_tokens=10)
+    finally:
+        await model.aclose()

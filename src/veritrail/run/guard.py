@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..dag import Dag
 from ..errors import VeritrailError
 from ..lm.base import ProviderError
+from ..lm.budget import NoPriceError, check_priced
 from ..method.config import fit_to_context, model_context_window
 from ..method.extraction import ExtractionConfig, ExtractionMode, SentenceOutcome, extract
 from ..method.loop import lm_steps, verify_claims
@@ -372,8 +373,21 @@ async def aguard(
             lm = ModelSpec.from_settings(s, model_name(s, None)).build(concurrency=s.concurrency)
         except ValueError as exc:  # an unknown provider, an option it does not take
             raise JobInputError(redact(str(exc))) from None
+        budget = s.budget()
+        if budget is not None:  # `max_cost=`/`max_tokens=`: a cap on this answer's calls
+            try:
+                check_priced(lm.name, lm.price, budget)  # refused, never ignored, unpriced
+            except NoPriceError as exc:
+                await lm.aclose()
+                raise JobInputError(redact(str(exc))) from None
+            lm.budget = budget
     else:
         assert model is not None and not isinstance(model, str)
+        if s.budget() is not None:
+            raise JobInputError(
+                "guard(): max_cost/max_tokens cap a model the guard builds; give your Model "
+                "its own cap (Model.budget)"
+            )
         lm = model
     cfg = fit_to_context(cfg, model_context_window(lm.provider))
 
