@@ -346,3 +346,24 @@ async def test_a_cap_with_a_model_object_is_refused() -> None:
             await aguard(MIXED, SOURCES, model=model, max_tokens=10)
     finally:
         await model.aclose()
+
+
+def test_a_plugged_judge_is_used(tmp_path: Path) -> None:
+    """`judge=` (docs/plugins.md) replaces the verdict step as in `check`: here one that calls
+    everything supported, so the unsupported claim passes; a bad spec is refused."""
+    (tmp_path / "lenient.py").write_text(
+        "from veritrail.records import Verdict\n"
+        "from veritrail.method.steps import VerdictOutcome\n"
+        "class Lenient:\n"
+        "    async def judge(self, claim, subclaims, evidence, *, sample=0):\n"
+        "        return VerdictOutcome(Verdict.FULLY_SUPPORTED, 'lenient')\n",
+        encoding="utf-8",
+    )
+    demo: dict[str, Any] = {"model": "demo/overlap", "cache": "off", "budget_ms": 60_000}
+    # The sources name the roof garden too, so both claims find evidence to judge.
+    sources = {**SOURCES, "notes.txt": "It has a garden."}
+    result = guard(MIXED, sources, judge=f"{tmp_path / 'lenient.py'}:Lenient", **demo)
+    assert [c.reason for c in result.claims] == ["lenient", "lenient"]
+    assert result.outcome is GuardOutcome.SUPPORTED
+    with pytest.raises(JobInputError, match="no step named"):
+        guard(MIXED, SOURCES, judge="nope", **demo)

@@ -43,12 +43,14 @@ from ..lm.base import ProviderError
 from ..lm.budget import NoPriceError, check_priced
 from ..method.config import fit_to_context, model_context_window
 from ..method.extraction import ExtractionConfig, ExtractionMode, SentenceOutcome, extract
-from ..method.loop import lm_steps, verify_claims
+from ..method.loop import verify_claims
 from ..method.prompting import prompt_dir
 from ..records import Claim, ClaimResult, Termination, Verdict
 from ..redaction import redact
+from .build import build_steps
 from .inputs import job_settings, model_name
 from .model_spec import ModelSpec
+from .settings import step_specs
 from .sources import SourceText, single_step_dag
 from .spec import JobInputError
 
@@ -391,7 +393,12 @@ async def aguard(
         lm = model
     cfg = fit_to_context(cfg, model_context_window(lm.provider))
 
-    steps = lm_steps(lm, sample_temperature=s.sample_temperature)
+    try:  # plugged steps (`decomposer=`, `selector=`, `judge=`) as `check` takes them
+        steps = build_steps(lm, step_specs(s), sample_temperature=s.sample_temperature)
+    except JobInputError:
+        if own:
+            await lm.aclose()
+        raise
     calls_before = lm.usage.total().lm_calls
     progress = _Progress()
     left = budget_ms / 1000 - (time.monotonic() - t0)
