@@ -254,9 +254,11 @@ def test_bad_input_is_refused_before_any_call(
     assert loopback.count == 0
 
 
-def test_a_model_object_is_refused_by_the_sync_form() -> None:
+def test_a_model_object_is_refused_by_the_sync_forms() -> None:
     with pytest.raises(JobInputError, match="use aguard"):
         guard(MIXED, SOURCES, model=vt.get_model("demo/overlap", cache=False))
+    with pytest.raises(JobInputError, match="use aguard_stream"):
+        guard_stream(iter([MIXED]), SOURCES, model=vt.get_model("demo/overlap", cache=False))
 
 
 # -- streamed answers -------------------------------------------------------------------------

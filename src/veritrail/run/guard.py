@@ -571,6 +571,11 @@ def guard_stream(chunks: Iterable[str], sources: SourcesArg, **kwargs: Any) -> G
         kwargs.get("budget_ms", 2000),
         kwargs.get("on_timeout", "pass"),
     )
+    if _is_model(kwargs.get("model")):  # refused now, not after the chunks have gone through
+        raise JobInputError(
+            "guard_stream(): a Model object belongs to one event loop: pass its name, or use "
+            "aguard_stream()"
+        )
     return GuardedStream(chunks, sources, kwargs)
 
 
