@@ -526,3 +526,35 @@ def test_a_union_never_passes_the_methods_bound_on_one_evidence_prompt() -> None
     for p in seen:
         if p.startswith("Excerpts"):
             assert len(re.findall(r"^\[\d+\] ", p, re.M)) <= 3
+
+
+def test_a_call_whose_claims_were_all_cancelled_is_cancelled_too() -> None:
+    """A deadline (the guard) or Ctrl-C cancels the claims waiting on a shared call: the call is
+    no one's then, and must not go on after them."""
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    async def run(reqs: Sequence[str]) -> list[str]:
+        started.set()
+        try:
+            await asyncio.Event().wait()  # held: never answers
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return list(reqs)
+
+    async def main() -> None:
+        co: Coalescer[str, str] = Coalescer(run)
+        limits = Sharing(2)
+        waiting = [asyncio.create_task(co.submit("k", r, 1, limits)) for r in ("a", "b")]
+        await started.wait()
+        assert len(co.in_flight()) == 1
+        waiting[0].cancel()
+        await asyncio.sleep(0)
+        assert not cancelled.is_set()  # "b" still waits for it
+        waiting[1].cancel()
+        await asyncio.wait_for(cancelled.wait(), timeout=5)
+        await asyncio.gather(*waiting, return_exceptions=True)
+        await asyncio.sleep(0)
+        assert co.in_flight() == []
+
+    asyncio.run(main())

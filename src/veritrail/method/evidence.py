@@ -349,7 +349,7 @@ class LMEvidenceSelector(LMStep):
         self, model: Model, temperature: float = 0.0, sample_temperature: float = 0.2
     ) -> None:
         super().__init__(model, temperature, sample_temperature)
-        self._shared: Coalescer[_EvidenceAsk, RawSelection] = Coalescer(self._select_group)
+        self.shared_prompts: Coalescer[_EvidenceAsk, RawSelection] = Coalescer(self._select_group)
 
     async def select(
         self, claim: Claim, subclaims: Sequence[str], batch: EvidenceBatch, *, sample: int = 0
@@ -395,7 +395,7 @@ class LMEvidenceSelector(LMStep):
         # claims reading different ones too (the union of their excerpts, each claim told which
         # are its own), within the method's bound on one prompt.
         bound = replace(sharing, max_tokens=sharing.max_tokens + (max_tokens or 10**9))
-        return await self._shared.submit(
+        return await self.shared_prompts.submit(
             ("evidence", is_root), ask, added, bound, joins, exact=excerpts
         )
 

@@ -42,7 +42,7 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
-from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -283,6 +283,8 @@ class _Group(Generic[Req, Res]):
     ticks: int = 0
     exact: Hashable = None
     """The shared input of the request that opened the group (`Coalescer.submit`'s `exact`)."""
+    task: asyncio.Task[None] | None = None
+    """The group's call, once sent."""
 
 
 RunGroup = Callable[[Sequence[Req]], Awaitable[Sequence[Res]]]
@@ -349,6 +351,7 @@ class Coalescer(Generic[Req, Res]):
             if claim < group.claim:
                 group.context, group.claim = contextvars.copy_context(), claim
         fut: asyncio.Future[Res] = loop.create_future()
+        fut.add_done_callback(lambda _f: self._abandoned(key, group))
         group.requests.append(request)
         group.waiters.append(fut)
         group.tokens += added
@@ -382,8 +385,28 @@ class Coalescer(Generic[Req, Res]):
         loop = asyncio.get_running_loop()
         # In the context of the group's least claim id: that claim is charged for the call.
         task = loop.create_task(self._answer(group), context=group.context)
+        group.task = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _abandoned(self, key: Hashable, group: _Group[Req, Res]) -> None:
+        """When every claim of a group was cancelled while it waited (a deadline, Ctrl-C), the
+        group's call is no one's: a queued group is dropped, a sent one cancelled, so no call
+        outlives the claims that asked for it."""
+        if not all(f.cancelled() for f in group.waiters):
+            return
+        if group.task is not None:
+            group.task.cancel()
+        elif group in self._groups.get(key, ()):
+            self._groups[key].remove(group)
+            if not self._groups[key]:
+                del self._groups[key]
+            if self._exact.get((key, group.exact)) is group:
+                del self._exact[(key, group.exact)]
+
+    def in_flight(self) -> list[asyncio.Task[None]]:
+        """The group calls sent and not finished yet."""
+        return [t for t in self._tasks if not t.done()]
 
     async def _answer(self, group: _Group[Req, Res]) -> None:
         try:
@@ -401,3 +424,18 @@ class Coalescer(Generic[Req, Res]):
         for fut, res in zip(group.waiters, results, strict=True):
             if not fut.done():  # a claim cancelled while it waited
                 fut.set_result(res)
+
+
+async def cancel_in_flight(steps: Iterable[object]) -> None:
+    """Cancel and await the shared-prompt calls still in flight of these LM steps (those with a
+    `shared_prompts` queue; others are skipped): what an embedder that stops the claims at a
+    deadline calls, so that nothing the steps started outlives it."""
+    pending: list[asyncio.Task[None]] = []
+    for step in steps:
+        queue = getattr(step, "shared_prompts", None)
+        if isinstance(queue, Coalescer):
+            pending.extend(queue.in_flight())
+    for t in pending:
+        t.cancel()
+    if pending:
+        await asyncio.gather(*pending, return_exceptions=True)

@@ -141,7 +141,7 @@ class LMDecomposer:
 
     def __init__(self, model: Model) -> None:
         self.model = model
-        self._shared: Coalescer[_Ask, _Answer] = Coalescer(self._decompose_group)
+        self.shared_prompts: Coalescer[_Ask, _Answer] = Coalescer(self._decompose_group)
 
     async def decompose(self, claim: Claim, text: str) -> Decomposition:
         """Parts of `text` (one call), with any unreadable replies met on the way."""
@@ -151,7 +151,9 @@ class LMDecomposer:
         if getattr(self.model, "concise_replies", False):
             sharing = replace(sharing, max_claims=min(sharing.max_claims, CONCISE_MAX_CLAIMS))
         # Every decomposition shares the instructions: one queue.
-        got = await self._shared.submit("decompose", (claim, text), estimate_tokens(text), sharing)
+        got = await self.shared_prompts.submit(
+            "decompose", (claim, text), estimate_tokens(text), sharing
+        )
         if isinstance(got, DecompositionError):
             raise got
         return got

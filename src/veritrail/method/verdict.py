@@ -153,7 +153,7 @@ class LMVerdictGenerator(LMStep):
         self, model: Model, temperature: float = 0.0, sample_temperature: float = 0.2
     ) -> None:
         super().__init__(model, temperature, sample_temperature)
-        self._shared: Coalescer[_VerdictAsk, VerdictOutcome] = Coalescer(self._judge_group)
+        self.shared_prompts: Coalescer[_VerdictAsk, VerdictOutcome] = Coalescer(self._judge_group)
 
     async def judge(
         self,
@@ -174,7 +174,7 @@ class LMVerdictGenerator(LMStep):
             sharing = replace(sharing, max_claims=min(sharing.max_claims, CONCISE_MAX_CLAIMS))
         # The group's bound counts the claims and the union of their evidence.
         limits = replace(sharing, max_tokens=sharing.max_tokens + sharing.evidence_tokens)
-        return await self._shared.submit(
+        return await self.shared_prompts.submit(
             _UNION, ask, functools.partial(_added_tokens, ask), limits, exact=ask.items
         )
 

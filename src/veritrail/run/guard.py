@@ -45,6 +45,7 @@ from ..method.config import fit_to_context, model_context_window
 from ..method.extraction import ExtractionConfig, ExtractionMode, SentenceOutcome, extract
 from ..method.loop import verify_claims
 from ..method.prompting import prompt_dir
+from ..method.sharing import cancel_in_flight
 from ..records import Claim, ClaimResult, Termination, Verdict
 from ..redaction import redact
 from .build import build_steps
@@ -442,21 +443,10 @@ async def aguard(
 
 
 async def _cancel_shared_calls(steps: Steps) -> None:
-    """Cancel and await the shared-prompt calls of `steps` still in flight.
-
-    A shared prompt (`method.sharing.Coalescer`) is sent by a task of its own, which cancelling
-    the claims waiting for it does not cancel: at a deadline it would go on, and outlive the
-    guard. The guard made these steps, so whatever they still run is its own to stop. The
-    coalescers are reached by their attribute (`_shared`) since `method.sharing` offers no way
-    to close them."""
-    pending: list[asyncio.Task[Any]] = []
-    for step in (steps.decomposer, steps.selector, steps.judge):
-        shared = getattr(step, "_shared", None)
-        pending.extend(t for t in getattr(shared, "_tasks", ()) if not t.done())
-    for t in pending:
-        t.cancel()
-    if pending:
-        await asyncio.gather(*pending, return_exceptions=True)
+    """Cancel and await the shared-prompt calls of `steps` still in flight: the guard made these
+    steps, so whatever they still run at its deadline is its own to stop (a call whose claims
+    were all cancelled is cancelled by the queue itself; this also waits for it to end)."""
+    await cancel_in_flight((steps.decomposer, steps.selector, steps.judge))
 
 
 def _is_model(model: object) -> bool:
