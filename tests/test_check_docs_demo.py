@@ -3,24 +3,16 @@ loopback server's VERITRAIL_BASE_URL (demo/ models refuse an endpoint), other bl
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
+
+from scriptskit import load_check_docs
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _load() -> ModuleType:
-    scripts = str(ROOT / "scripts")
-    if scripts not in sys.path:
-        sys.path.insert(0, scripts)  # check_docs imports check_readme from beside it
-    spec = importlib.util.spec_from_file_location("check_docs", ROOT / "scripts" / "check_docs.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["check_docs"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_check_docs()
 
 
 def test_a_demo_block_runs_without_the_loopback_endpoint(tmp_path: Path) -> None:

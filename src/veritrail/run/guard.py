@@ -537,9 +537,8 @@ class GuardedStream:
             yield from held
 
 
-def aguard_stream(chunks: AsyncIterable[str], sources: SourcesArg, **kwargs: Any) -> GuardedStream:
-    """An async stream of answer chunks, verified by `aguard` when it completes (the budget
-    counts from the last chunk); `async for` over the returned `GuardedStream`."""
+def _check_stream_inputs(sources: SourcesArg, kwargs: Mapping[str, Any]) -> None:
+    """A streamed answer's arguments, checked before its first chunk (the answer comes later)."""
     _check_inputs(
         "",
         sources,
@@ -548,19 +547,18 @@ def aguard_stream(chunks: AsyncIterable[str], sources: SourcesArg, **kwargs: Any
         kwargs.get("budget_ms", 2000),
         kwargs.get("on_timeout", "pass"),
     )
+
+
+def aguard_stream(chunks: AsyncIterable[str], sources: SourcesArg, **kwargs: Any) -> GuardedStream:
+    """An async stream of answer chunks, verified by `aguard` when it completes (the budget
+    counts from the last chunk); `async for` over the returned `GuardedStream`."""
+    _check_stream_inputs(sources, kwargs)
     return GuardedStream(chunks, sources, kwargs)
 
 
 def guard_stream(chunks: Iterable[str], sources: SourcesArg, **kwargs: Any) -> GuardedStream:
     """The synchronous form of `aguard_stream`: a plain `for` over the returned stream."""
-    _check_inputs(
-        "",
-        sources,
-        None,
-        kwargs.get("claims"),
-        kwargs.get("budget_ms", 2000),
-        kwargs.get("on_timeout", "pass"),
-    )
+    _check_stream_inputs(sources, kwargs)
     if _is_model(kwargs.get("model")):  # refused now, not after the chunks have gone through
         raise JobInputError(
             "guard_stream(): a Model object belongs to one event loop: pass its name, or use "
