@@ -1,7 +1,8 @@
 """The versioned JSON report (`"format": "veritrail-report"`), schema in `schemas/report.schema.json`.
 
 `claim_to_dict` / `claim_from_dict` are exact inverses, so a run store can keep finished claims as
-report fragments and a resumed run rebuilds the same report.
+report fragments and a resumed run rebuilds the same report. A report claim's ``offsets`` (and
+``citation``) are not part of that fragment: `build_report` computes them from the DAG's texts.
 
 The read side: every reader of reports takes the typed model of `report_model` through
 `as_report` (or `as_claim`, `load_report_doc`), validated once there, an older version migrated
@@ -60,7 +61,8 @@ REPORT_VERSION = 4
 """The version this code writes. 2 added a claim's optional ``review`` object (a person's
 verdict beside the model's: `veritrail.runs.reviews`); 3 added the top-level ``model_kind`` and
 ``model_label`` (whether a judge, the embedded model or a demonstration made the verdicts); 4 a
-claim's optional ``citation`` and ``summary.citations`` (`veritrail.citations`). An
+claim's optional ``citation`` and ``summary.citations`` (`veritrail.citations`), and
+its ``offsets`` with ``dag.terminal_spans`` (`veritrail.offsets`). An
 older report reads as a newer one without those fields (docs/report.md, "Versions");
 `report_model_kind` derives the kind from the model's name for it."""
 
@@ -341,6 +343,9 @@ def build_report(
     stages = Counter(n.stage for n in dag)
     terminal = dag.node(dag.terminal)
     from .method.segment import split_sentences
+    from .offsets import OffsetIndex
+
+    offsets = OffsetIndex(dag)
 
     report: dict[str, Any] = {
         "format": REPORT_FORMAT,
@@ -355,12 +360,15 @@ def build_report(
             "nodes": len(dag),
             "terminal": dag.terminal,
             "terminal_sentences": split_sentences(terminal.text),
+            "terminal_spans": offsets.terminal_spans(),
             "nodes_per_stage": {str(k): v for k, v in sorted(stages.items())},
             "max_stage": max(stages),
             "nodes_touched": _touched_nodes(dag, res),
         },
         "summary": summarize(res),
-        "claims": [claim_to_dict(r) for r in res],
+        # Offsets need the DAG's texts: added here, not by `claim_to_dict`, so a run store's
+        # claim fragments stay free of them and a resumed run recomputes them.
+        "claims": [{**claim_to_dict(r), "offsets": offsets.claim(r)} for r in res],
         "run": dict(run or {}),
     }
     if extras:

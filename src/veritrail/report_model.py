@@ -162,6 +162,50 @@ class CitationDoc(_Open):
     unresolved: list[str] = Field(default_factory=list, description="references that name no node")
 
 
+class SpanDoc(_Closed):
+    """Version 4: ``[start, end)`` of a piece of a node's text, in Unicode code points of the
+    text as the DAG holds it (Python ``text[start:end]``) and in UTF-16 code units (JavaScript's
+    ``text.slice(start_utf16, end_utf16)``); docs/report.md#offsets."""
+
+    start: NonNegInt
+    end: NonNegInt
+    start_utf16: NonNegInt
+    end_utf16: NonNegInt
+    sentence_index: NonNegInt | None = Field(
+        default=None, description="the node's sentence (0-based) the span is, or starts in"
+    )
+
+
+class EvidenceSpanDoc(SpanDoc):
+    """Version 4: one evidence sentence of the claim's trail, in its node's text."""
+
+    node_id: str
+
+
+class ClaimOffsetsDoc(_Open):
+    """Version 4: where the claim and its evidence are in the DAG's texts (docs/report.md#offsets)."""
+
+    located_by: Literal["verbatim", "sentences", "text", "overlap", "none"] = Field(
+        description="verbatim: the claim's text found as written (its span is exact); "
+        "sentences: its extraction's source sentences; text / overlap: the output sentences "
+        "holding its text or sharing the most words with it (a claim given as text); none: not "
+        "found, or the final output is JSON"
+    )
+    verbatim: bool = Field(
+        description="the claim's text is in the final output as written (whitespace aside); "
+        "false: decomposed or disambiguated, and `spans` are its source sentences'"
+    )
+    spans: list[SpanDoc] = Field(description="the claim in the final output")
+    sentences: list[SpanDoc] = Field(description="the final-output sentences it came from")
+    unsupported: list[SpanDoc] = Field(
+        description="for a Not Fully Supported claim, the spans of its sentences; else empty"
+    )
+    evidence: list[EvidenceSpanDoc] = Field(
+        description="each evidence sentence of any iteration once, in its node's text (none "
+        "for a JSON node)"
+    )
+
+
 class ClaimDoc(_Open):
     id: str
     text: str
@@ -190,6 +234,9 @@ class ClaimDoc(_Open):
     issues: list[IssueDoc] = Field(default_factory=list)
     cost: ClaimCostDoc
     citation: CitationDoc | None = None
+    offsets: ClaimOffsetsDoc | None = Field(
+        default=None, description="where the claim and its evidence are (version 4)"
+    )
 
     @property
     def errored(self) -> bool:
@@ -216,6 +263,11 @@ class DagDoc(_Open):
     nodes: Annotated[int, Field(ge=1)]
     terminal: str
     terminal_sentences: list[str] = Field(default_factory=list)
+    terminal_spans: list[SpanDoc] | None = Field(
+        default=None,
+        description="the spans of `terminal_sentences` in the final output's text (version 4; "
+        "null when it is JSON, whose units are not slices of it)",
+    )
     nodes_per_stage: dict[str, int]
     max_stage: int | None = None
     nodes_touched: list[DagNodeDoc]
@@ -290,7 +342,7 @@ class RunDoc(_Open):
 
 class ReportDoc(_Open):
     """A VeriTrail report, versions 1 to 4 (2 adds a claim's optional review, 3 the model's
-    kind, 4 the claims' optional citation statuses)."""
+    kind, 4 the claims' optional citation statuses and offsets)."""
 
     format: Literal["veritrail-report"]
     version: Literal[1, 2, 3, 4]
@@ -376,13 +428,16 @@ __all__ = [
     "SCHEMA_FILE",
     "CitationDoc",
     "ClaimDoc",
+    "ClaimOffsetsDoc",
     "DagDoc",
+    "EvidenceSpanDoc",
     "IterationDoc",
     "ModelKind",
     "ReportContractError",
     "ReportDoc",
     "ReviewDoc",
     "RunDoc",
+    "SpanDoc",
     "SummaryDoc",
     "parse_claim",
     "parse_report",

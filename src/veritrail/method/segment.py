@@ -373,6 +373,18 @@ def split_sentences(text: str) -> list[str]:
     return out
 
 
+def sentence_offsets(text: str) -> list[Span] | None:
+    """(start, end) code-point offsets in `text` of the sentences `split_sentences(text)` gives,
+    index for index; None for a JSON document, whose units are not slices of the text.
+
+    A sentence's slice ``text[start:end]`` is the sentence itself when it holds no line break;
+    otherwise the sentence is that slice with its line breaks joined (fenced code keeps them).
+    """
+    if _JSON_START.match(text) and _json_units(text) is not None:
+        return None
+    return sentence_spans(text)
+
+
 def _join_lines(s: str) -> str:
     parts = [part.strip() for part in s.splitlines() if part.strip()]
     if s.isascii() or not _CJK.search(s):
