@@ -1,10 +1,15 @@
-"""What a CI output says about each claim: a report (format version 1 to 3) or a diff document
+"""What a CI output says about each claim: a report (format version 1 to 4) or a diff document
 (`veritrail-diff`) turned into `Finding`s, the one model `junit`, `sarif` and `github` render.
 
 The outcome of a claim follows the gate (`veritrail.outcome`): the model's verdict, not a
 review's, so a CI output never disagrees with the exit status. Not Fully Supported is a
 failure; a claim that ended in error is an error; Inconclusive is neither (the gate does not
 count it): JUnit shows it as skipped, SARIF as a note, GitHub as a notice.
+
+A run with `--citations` adds one `MISCITED` finding per claim whose citation status is
+`misattributed` or `cited_not_supporting` (docs/citations.md), beside the claim's own: it
+fails (JUnit failure, SARIF error, GitHub error) only when the report's `--max-miscited` gate
+failed, as the exit status does; otherwise it is a warning.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..citations import miscited_gate
 from ..display import shorten
 from ..records import Verdict
 from ..redaction import redact_obj
@@ -38,12 +44,15 @@ class Kind(enum.Enum):
     UNSUPPORTED = "unsupported"
     INCONCLUSIVE = "inconclusive"
     ERROR = "error"
+    MISCITED = "miscited"
+    """The claim cites a source that does not hold its evidence (a second finding of a claim)."""
 
 
 RULES: dict[Kind, tuple[str, str]] = {
     Kind.UNSUPPORTED: ("not-fully-supported", "A claim is Not Fully Supported by its sources"),
     Kind.INCONCLUSIVE: ("inconclusive", "A claim's verdict is Inconclusive"),
     Kind.ERROR: ("claim-error", "A claim could not be verified (it ended in error)"),
+    Kind.MISCITED: ("miscited", "A claim cites a source that does not hold its evidence"),
 }
 """Rule id and short description per reported kind (SARIF `ruleId`, the annotations' titles)."""
 
@@ -65,6 +74,26 @@ class Finding:
     """The evidence trail as plain text, one line per fact."""
     error: str | None = None
     seconds: float | None = None
+    citation: str | None = None
+    """MISCITED findings: the citation status (`misattributed`, `cited_not_supporting`)."""
+    cited_nodes: tuple[str, ...] = ()
+    """MISCITED findings: the nodes the claim's markers name."""
+    supporting_nodes: tuple[str, ...] = ()
+    """MISCITED findings: the root nodes that hold its evidence."""
+    gate_failed: bool = False
+    """MISCITED findings: the report's `--max-miscited` gate failed (the finding fails)."""
+
+    @property
+    def failing(self) -> bool:
+        """What fails the CI step: Not Fully Supported, or miscited under a failed gate."""
+        return self.kind is Kind.UNSUPPORTED or (self.kind is Kind.MISCITED and self.gate_failed)
+
+    @property
+    def cites(self) -> str:
+        """ "misattributed: cites museum.txt#1; evidence in collection.txt#1" (MISCITED)."""
+        cited = ", ".join(self.cited_nodes) or "no source"
+        held = ", ".join(self.supporting_nodes) or "no source"
+        return f"{self.citation}: cites {cited}; evidence in {held}"
 
     @property
     def where(self) -> str:
@@ -164,9 +193,33 @@ def report_findings(report: ReportSource) -> tuple[Finding, ...]:
     return _findings(_redacted(report))
 
 
+def _miscited(c: ClaimDoc, base: Finding, gate_failed: bool) -> Finding | None:
+    """The claim's second finding when its citation points away from its evidence."""
+    ct = c.citation
+    if ct is None or ct.kind is None or not ct.kind.miscited:
+        return None
+    lines = [f"markers: {' '.join(ct.markers) or '(none)'}"]
+    lines += [f"names no source: {ref}" for ref in ct.unresolved]
+    return Finding(
+        claim_id=c.id,
+        text=c.text,
+        kind=Kind.MISCITED,
+        verdict=base.verdict,
+        reasoning=base.reasoning,
+        stages=(),
+        nodes=tuple(ct.cited_nodes),
+        trail="\n".join([*lines, base.trail] if base.trail else lines),
+        citation=ct.kind.value,
+        cited_nodes=tuple(ct.cited_nodes),
+        supporting_nodes=tuple(ct.supporting_nodes),
+        gate_failed=gate_failed,
+    )
+
+
 def _findings(doc: ReportDoc) -> tuple[Finding, ...]:
     terminal = doc.dag.terminal
     roots = dag_roots(doc.dag)
+    gate_failed = miscited_gate(doc) is not None
     out = []
     for c in doc.claims:
         kind = _kind(c)
@@ -185,6 +238,9 @@ def _findings(doc: ReportDoc) -> tuple[Finding, ...]:
                 seconds=float(seconds) if seconds is not None else None,
             )
         )
+        second = _miscited(c, out[-1], gate_failed)
+        if second is not None:
+            out.append(second)
     return tuple(out)
 
 

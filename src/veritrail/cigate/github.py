@@ -1,5 +1,6 @@
 """GitHub Actions workflow commands: one `::error` line per unsupported claim (`::warning` per
-claim that ended in error, `::notice` per Inconclusive one), so the run's page and the pull
+claim that ended in error, `::notice` per Inconclusive one; per miscited claim of a run with
+`--citations`, `::error` when the `--max-miscited` gate failed, else `::warning`), so the run's page and the pull
 request show them as annotations.
 
 Escaping follows GitHub's workflow-command rules (the runner's `escapeData`/`escapeProperty`):
@@ -14,7 +15,12 @@ from collections.abc import Sequence
 from ..display import shorten
 from .findings import RULES, Finding, GateInput, Kind
 
-_COMMAND = {Kind.UNSUPPORTED: "error", Kind.ERROR: "warning", Kind.INCONCLUSIVE: "notice"}
+_COMMAND = {
+    Kind.UNSUPPORTED: "error",
+    Kind.ERROR: "warning",
+    Kind.INCONCLUSIVE: "notice",
+    Kind.MISCITED: "warning",
+}
 
 
 def escape_data(text: str) -> str:
@@ -31,6 +37,8 @@ def annotation(gi: GateInput, f: Finding) -> str:
     """One workflow command line for a reported finding."""
     if f.kind is Kind.UNSUPPORTED:
         title = f"Not Fully Supported: claim {f.claim_id} ({f.where})"
+    elif f.kind is Kind.MISCITED:
+        title = f"Miscited: claim {f.claim_id} ({f.cites})"
     else:
         title = f"{RULES[f.kind][1]}: claim {f.claim_id}"
     if gi.model_label:
@@ -42,14 +50,17 @@ def annotation(gi: GateInput, f: Finding) -> str:
         props.append(f"line={gi.node_line(node)}")
     props.append(f"title={escape_property(shorten(title, 200))}")
     detail = f.error if f.kind is Kind.ERROR else f.reasoning
+    if f.kind is Kind.MISCITED:
+        detail = f.cites
     message = f"{f.text}\n{detail or ''}".rstrip()
     if len(message) > 2000:
         message = message[:1999] + "…"
-    return f"::{_COMMAND[f.kind]} {','.join(props)}::{escape_data(message)}"
+    command = "error" if f.kind is Kind.MISCITED and f.gate_failed else _COMMAND[f.kind]
+    return f"::{command} {','.join(props)}::{escape_data(message)}"
 
 
 def github_annotations(inputs: Sequence[GateInput]) -> list[str]:
     """Every annotation line of `inputs`, unsupported claims first, then errors, then
-    Inconclusive ones."""
-    order = (Kind.UNSUPPORTED, Kind.ERROR, Kind.INCONCLUSIVE)
+    Inconclusive ones, then miscited ones."""
+    order = (Kind.UNSUPPORTED, Kind.ERROR, Kind.INCONCLUSIVE, Kind.MISCITED)
     return [annotation(gi, f) for k in order for gi in inputs for f in gi.findings if f.kind is k]

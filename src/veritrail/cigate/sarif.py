@@ -1,6 +1,8 @@
 """SARIF 2.1.0 (what GitHub code scanning and other code hosts read): one `run` per report
 (per job of a batch), one `result` per reported claim: Not Fully Supported (level `error`), ended
-in error (`warning`), Inconclusive (`note`), each under its rule (`findings.RULES`).
+in error (`warning`), Inconclusive (`note`), each under its rule (`findings.RULES`); a miscited
+claim (`--citations`) also under rule `miscited`, an `error` when the `--max-miscited` gate failed,
+else a `warning`, with its status and cited and supporting nodes in its properties.
 
 A result is located at the DAG file (the line of the first blamed node when the DAG text is
 known, else line 1: code hosts need a line to annotate) and, as logical locations, at the
@@ -20,7 +22,12 @@ from urllib.parse import quote
 from .findings import RULES, TOOL_NAME, Finding, GateInput, Kind
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
-_LEVEL = {Kind.UNSUPPORTED: "error", Kind.ERROR: "warning", Kind.INCONCLUSIVE: "note"}
+_LEVEL = {
+    Kind.UNSUPPORTED: "error",
+    Kind.ERROR: "warning",
+    Kind.INCONCLUSIVE: "note",
+    Kind.MISCITED: "warning",
+}
 
 
 def _version() -> str:
@@ -69,6 +76,8 @@ def _result(gi: GateInput, f: Finding) -> dict[str, Any]:
         text = f"Claim {f.claim_id} is Not Fully Supported ({f.where}): {f.text}"
     elif f.kind is Kind.ERROR:
         text = f"Claim {f.claim_id} could not be verified: {f.text}"
+    elif f.kind is Kind.MISCITED:
+        text = f"Claim {f.claim_id} is miscited ({f.cites}): {f.text}"
     else:
         text = f"Claim {f.claim_id} is Inconclusive: {f.text}"
     location: dict[str, Any] = {}
@@ -81,9 +90,20 @@ def _result(gi: GateInput, f: Finding) -> dict[str, Any]:
     if logical:
         location["logicalLocations"] = logical
     key = hashlib.sha256(" ".join(f.text.split()).casefold().encode()).hexdigest()
+    level = "error" if f.kind is Kind.MISCITED and f.gate_failed else _LEVEL[f.kind]
+    cites = (
+        {
+            "citation": f.citation,
+            "citedNodes": list(f.cited_nodes),
+            "supportingNodes": list(f.supporting_nodes),
+            "gateFailed": f.gate_failed,
+        }
+        if f.kind is Kind.MISCITED
+        else {}
+    )
     result: dict[str, Any] = {
         "ruleId": rule_id,
-        "level": _LEVEL[f.kind],
+        "level": level,
         "message": {"text": text},
         "partialFingerprints": {"veritrailClaimText/v1": key},
         "properties": {
@@ -93,6 +113,7 @@ def _result(gi: GateInput, f: Finding) -> dict[str, Any]:
             "reasoning": f.reasoning,
             "evidenceTrail": f.trail,
             **({"error": f.error} if f.error else {}),
+            **cites,
         },
     }
     if location:
