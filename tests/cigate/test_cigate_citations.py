@@ -15,11 +15,10 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from test_cigate_outputs import validate_junit, validate_sarif
 
 from veritrail.cigate import Kind, report_findings
 from veritrail.cli.main import cli
-
-from test_cigate_outputs import validate_junit, validate_sarif
 
 ROOT = Path(__file__).resolve().parents[2]
 EX = Path("examples") / "citations"
