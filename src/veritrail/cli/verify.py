@@ -51,6 +51,7 @@ def execute(job: Job, *, quiet: bool, ci: CiTargets | None = None) -> None:
 
 
 def _execute(job: Job, *, quiet: bool, progress: Any, ci: CiTargets) -> None:
+    from ..report import as_report
     from ..run.progress import print_outcome, print_summary
 
     if not quiet:
@@ -82,8 +83,9 @@ def _execute(job: Job, *, quiet: bool, progress: Any, ci: CiTargets) -> None:
             click.echo("\ninterrupted before any claim was started.", err=True)
         sys.exit(ExitCode.INTERRUPTED)
     report = done.report
+    doc = as_report(report)  # validated once; the summary and the outcome read the typed model
     if not quiet:
-        print_summary(report, wall_seconds=report["run"].get("wall_seconds"))
+        print_summary(doc, wall_seconds=doc.run.wall_seconds)
         if job.out_path is not None:
             click.echo(f"report written to {job.out_path}")
         else:
@@ -94,7 +96,7 @@ def _execute(job: Job, *, quiet: bool, progress: Any, ci: CiTargets) -> None:
     emit_ci_outputs(ci, [dag_input(report, job.dag_path)], quiet=quiet)
     # Errors and a failed gate print even with --quiet: they decide the exit status.
     print_outcome(
-        report,
+        doc,
         max_unsupported=job.settings.max_unsupported,
         run_dir=str(done.run_dir),
         fatal=done.fatal,
