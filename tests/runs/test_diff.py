@@ -132,7 +132,7 @@ def test_diff_names_the_new_unsupported_claim_its_stage_and_fails_the_gate(
 
     doc = json.loads(out_json.read_text())
     jsonschema.validate(doc, schema())
-    assert (doc["format"], doc["version"]) == ("veritrail-diff", 2)
+    assert (doc["format"], doc["version"]) == ("veritrail-diff", 3)
     (change,) = [c for c in doc["changes"] if c["newly_unsupported"]]
     assert change["status"] == "added" and change["a"] is None
     assert change["b"]["id"] == "c5" and change["b"]["verdict"] == NFS
@@ -293,6 +293,8 @@ def test_matching_flips_added_removed_and_evidence() -> None:
         "flipped": 2,
         "evidence_changed": 2,
         "trail_moved": 0,
+        "citation_changed": 0,
+        "newly_miscited": 0,
     }
 
 

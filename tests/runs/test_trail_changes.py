@@ -74,7 +74,7 @@ def test_diff_reports_a_moved_trail_with_the_same_verdict(
     doc = json.loads((tmp_path / "d.json").read_text())
     schema = json.loads((resources.files("veritrail") / "schemas" / "diff.schema.json").read_text())
     jsonschema.validate(doc, schema)
-    assert doc["version"] == 2 and doc["counts"]["trail_moved"] == 1
+    assert doc["version"] == 3 and doc["counts"]["trail_moved"] == 1
     (moved,) = [ch for ch in doc["changes"] if ch["trail_moved"]]
     assert moved["a"]["error_stages"] == [2] and moved["a"]["entered_at"] == ["summary-2"]
     assert moved["b"]["error_stages"] == [1] and moved["b"]["entered_at"] == ["chunk-3"]

@@ -268,10 +268,19 @@ def report_input(
     )
 
 
+def _kind_of(claim: Mapping[str, Any]) -> str:
+    """A diff claim's citation status ("no such claim" when absent)."""
+    if not claim:
+        return "(no such claim)"
+    ct = claim.get("citation")
+    return str(ct.get("kind")) if ct else "(not checked)"
+
+
 def diff_input(doc: Mapping[str, Any], *, location: str | None = None) -> GateInput:
     """A diff document as one `GateInput`: one finding per changed claim, the claims that
-    became unsupported in B as failures, located at `location` (B's report file; by default
-    B's path as the diff names it, which may be a run directory: a diff names no DAG file)."""
+    became unsupported in B as failures, and a `MISCITED` warning per claim that became
+    miscited (version 3), located at `location` (B's report file; by default B's path as the
+    diff names it, which may be a run directory: a diff names no DAG file)."""
     doc = redact_obj(doc)
     b_side = doc.get("b") or {}
     findings = []
@@ -298,6 +307,24 @@ def diff_input(doc: Mapping[str, Any], *, location: str | None = None) -> GateIn
                 trail="\n".join(lines),
             )
         )
+        ct = b.get("citation") if b else None
+        if ch.get("newly_miscited") and ct:
+            cited = tuple(str(n) for n in ct.get("cited_nodes") or [])
+            findings.append(
+                Finding(
+                    claim_id=str(claim.get("id")),
+                    text=str(claim.get("text", "")),
+                    kind=Kind.MISCITED,
+                    verdict=b.get("verdict"),
+                    reasoning=f"newly miscited: A {_kind_of(a)} -> B {ct.get('kind')}",
+                    stages=(),
+                    nodes=cited,
+                    trail="\n".join(lines),
+                    citation=str(ct.get("kind")),
+                    cited_nodes=cited,
+                    supporting_nodes=tuple(str(n) for n in ct.get("supporting_nodes") or []),
+                )
+            )
     path = str(b_side.get("path") or "") or None
     return GateInput(
         name=f"diff {doc.get('a', {}).get('path', 'A')} -> {path or 'B'}",

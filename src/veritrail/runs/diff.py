@@ -23,9 +23,15 @@ final output when no iteration was Fully Supported: docs/method.md#provenance-an
 *Trail moved*: matched, the same verdict, and another error stage or blamed node (where the
 unsupported content entered moved, though the verdict did not: issue 43). A review that sets the
 stage and node (`veritrail review --stage N --node ID`) overrides them as it overrides the verdict.
+*Citation changed*: matched, and the citation status (report version 4's `claims[].citation.kind`,
+`--citations`) differs. *Newly miscited*: `misattributed` or `cited_not_supporting` in B and not
+in A, or miscited and only in B (docs/citations.md); a side that did not check citations has no
+status, so nothing is newly miscited against it.
 
-The document `diff_document` builds is `"format": "veritrail-diff"`, version 2
-(`schemas/diff.schema.json`); version 2 added `trail_moved` per change and `counts.trail_moved`.
+The document `diff_document` builds is `"format": "veritrail-diff"`, version 3
+(`schemas/diff.schema.json`); version 2 added `trail_moved` per change and `counts.trail_moved`,
+version 3 each claim's `citation`, each change's `citation_changed` and `newly_miscited`, and
+`counts.citation_changed` and `counts.newly_miscited`.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputProblem
-from ..records import ErrorStageStatus, Verdict
+from ..records import CitationStatus, ErrorStageStatus, Verdict
 from ..report import (
     ClaimSource,
     ReportContractError,
@@ -54,8 +60,9 @@ from .diffstats import DEFAULT_RESAMPLES, DEFAULT_SEED, Outcomes, ShareDifferenc
 from .keys import normalize_claim_text
 
 DIFF_FORMAT = "veritrail-diff"
-DIFF_VERSION = 2
-"""2 added each change's `trail_moved` and `counts.trail_moved` (docs/runs.md)."""
+DIFF_VERSION = 3
+"""2 added each change's `trail_moved` and `counts.trail_moved`; 3 each claim's `citation`, each
+change's `citation_changed` and `newly_miscited`, and their counts (docs/runs.md)."""
 
 UNSUPPORTED = Verdict.NOT_FULLY_SUPPORTED.value
 
@@ -103,11 +110,31 @@ class ClaimView:
     """`node#sentence` of every evidence sentence of every iteration."""
     sources: frozenset[str]
     """Root nodes the claim traces to (provenance ends and root evidence)."""
+    citation: str | None = None
+    """The citation status (`--citations`); None when the run did not check citations or the
+    claim has no verdict."""
+    cited_nodes: tuple[str, ...] = ()
+    supporting_nodes: tuple[str, ...] = ()
 
     @property
     def unsupported(self) -> bool:
         """Not Fully Supported (after review)."""
         return self.verdict == UNSUPPORTED
+
+    @property
+    def miscited(self) -> bool:
+        """Misattributed, or cites a source that does not support it."""
+        return self.citation is not None and CitationStatus(self.citation).miscited
+
+    def citation_json(self) -> dict[str, Any] | None:
+        """The claim's citation in the diff document (None: not checked)."""
+        if self.citation is None:
+            return None
+        return {
+            "kind": self.citation,
+            "cited_nodes": list(self.cited_nodes),
+            "supporting_nodes": list(self.supporting_nodes),
+        }
 
     def to_json(self) -> dict[str, Any]:
         """The claim in the diff document."""
@@ -120,6 +147,7 @@ class ClaimView:
             "error_stages": list(self.error_stages),
             "error_stage_status": self.error_stage_status,
             "entered_at": list(self.entered_at),
+            "citation": self.citation_json(),
         }
 
 
@@ -215,11 +243,35 @@ class Pair:
         )
 
     @property
+    def citation_changed(self) -> bool:
+        """Matched, and both runs gave a citation status, another one."""
+        return (
+            self.a is not None
+            and self.b is not None
+            and self.a.citation is not None
+            and self.b.citation is not None
+            and self.a.citation != self.b.citation
+        )
+
+    @property
+    def newly_miscited(self) -> bool:
+        """Miscited in B and not in A (a matched A claim with a status, or no A claim)."""
+        if self.b is None or not self.b.miscited:
+            return False
+        return self.a is None or (self.a.citation is not None and not self.a.miscited)
+
+    @property
     def changed(self) -> bool:
-        """Anything to report: unmatched, flipped, other evidence, or a moved trail."""
+        """Anything to report: unmatched, flipped, other evidence, a moved trail, another
+        citation status."""
         if self.a is None or self.b is None:
             return True
-        return self.flipped or self.a.evidence != self.b.evidence or self.trail_moved
+        return (
+            self.flipped
+            or self.a.evidence != self.b.evidence
+            or self.trail_moved
+            or self.citation_changed
+        )
 
     def to_json(self) -> dict[str, Any]:
         """One entry of the diff document's `changes`."""
@@ -232,6 +284,8 @@ class Pair:
             "newly_unsupported": self.newly_unsupported,
             "resolved": self.resolved,
             "trail_moved": self.trail_moved,
+            "citation_changed": self.citation_changed,
+            "newly_miscited": self.newly_miscited,
             "evidence_added": self.evidence_added,
             "evidence_removed": self.evidence_removed,
         }
@@ -271,6 +325,16 @@ class Diff:
     def trail_moved(self) -> list[Pair]:
         """Matched claims with the same verdict whose error stage or blamed node changed."""
         return [p for p in self.pairs if p.trail_moved]
+
+    @property
+    def citation_changed(self) -> list[Pair]:
+        """Matched claims whose citation status changed."""
+        return [p for p in self.pairs if p.citation_changed]
+
+    @property
+    def newly_miscited(self) -> list[Pair]:
+        """Claims that became miscited, B's order."""
+        return [p for p in self.pairs if p.newly_miscited]
 
     def count(self, status: str) -> int:
         """Pairs of a status (`matched`, `added`, `removed`)."""
@@ -312,6 +376,7 @@ def claim_view(
             if e.node_id in roots:
                 sources.add(e.node_id)
     sources.update(p[-1] for p in c.provenance if p)
+    ct = c.citation
     stages = tuple(c.error_stages)
     status = c.error_stage_status.value
     entered = blamed_nodes(c, roots, terminal)
@@ -332,6 +397,9 @@ def claim_view(
         entered_at=entered,
         evidence=frozenset(evidence),
         sources=frozenset(sources),
+        citation=ct.kind.value if ct is not None and ct.kind is not None else None,
+        cited_nodes=tuple(ct.cited_nodes) if ct is not None else (),
+        supporting_nodes=tuple(ct.supporting_nodes) if ct is not None else (),
     )
 
 
@@ -565,6 +633,8 @@ def diff_document(diff: Diff, *, max_new_unsupported: int | None = None) -> dict
             "flipped": len(diff.flipped),
             "evidence_changed": len(diff.evidence_changed),
             "trail_moved": len(diff.trail_moved),
+            "citation_changed": len(diff.citation_changed),
+            "newly_miscited": len(diff.newly_miscited),
         },
         "share": diff.share.to_json(),
         "stages": diff.stages(),

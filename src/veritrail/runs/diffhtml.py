@@ -155,6 +155,7 @@ def _summary(doc: Mapping[str, Any]) -> str:
             ("inc", c["flipped"], "verdicts flipped"),
             ("plain", c["evidence_changed"], "evidence changed"),
             ("plain", c.get("trail_moved", 0), "stage or node moved"),
+            ("nfs", c.get("newly_miscited", 0), "newly miscited"),
         )
     )
     runs = "".join(
@@ -201,6 +202,24 @@ def _summary(doc: Mapping[str, Any]) -> str:
     )
 
 
+def _citation(claim: Mapping[str, Any] | None) -> str:
+    """A claim's citation status (version 3's `citation.kind`), `–` when it has none."""
+    ct = (claim or {}).get("citation")
+    return text(ct["kind"]) if ct else "–"
+
+
+def _cites(claim: Mapping[str, Any] | None) -> str:
+    """What the claim cites and where its evidence is, as node chips."""
+    ct = (claim or {}).get("citation")
+    if not ct:
+        return "–"
+
+    def chips(nodes: Sequence[str]) -> str:
+        return " ".join(f'<span class="nid">{text(n)}</span>' for n in nodes) or "no source"
+
+    return f"cites {chips(ct['cited_nodes'])}; evidence in {chips(ct['supporting_nodes'])}"
+
+
 def diff_sections(doc: Mapping[str, Any]) -> str:
     """The diff's sections as HTML (the summary, then one table per kind of change)."""
     changes: list[Mapping[str, Any]] = list(doc["changes"])
@@ -223,6 +242,13 @@ def diff_sections(doc: Mapping[str, Any]) -> str:
         f"<td>{_entered(ch['a'])}</td><td>{_entered(ch['b'])}</td></tr>"
         for ch in changes
         if ch.get("trail_moved")
+    ]
+    cited = [
+        f'<tr class="{"nfs" if ch.get("newly_miscited") else ""}"><td>{_ids(ch)}</td>'
+        f"<td>{_claim_text(ch)}</td><td>{_citation(ch['a'])}</td><td>{_citation(ch['b'])}</td>"
+        f"<td>{_cites(ch['b'])}</td></tr>"
+        for ch in changes
+        if ch.get("citation_changed") or ch.get("newly_miscited")
     ]
     evidence = [
         f"<tr><td>{_ids(ch)}</td><td>{_claim_text(ch)}</td><td>"
@@ -253,6 +279,12 @@ def diff_sections(doc: Mapping[str, Any]) -> str:
             ["claim", "text", "verdict", "A entered at", "B entered at"],
             moved,
             section_id="vt-moved",
+        )
+        + _table(
+            "Citation changed",
+            ["claim", "text", "A citation", "B citation", "B cites"],
+            cited,
+            section_id="vt-citations",
         )
         + _table(
             "Evidence changed",

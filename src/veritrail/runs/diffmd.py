@@ -99,6 +99,22 @@ def _text(change: Mapping[str, Any]) -> str:
     return md_text(c.get("text"))
 
 
+def _citation(claim: Mapping[str, Any] | None) -> str:
+    """A claim's citation status (`–`: none, or no such claim)."""
+    ct = (claim or {}).get("citation")
+    return md_text(ct.get("kind"), 40) if ct else "–"
+
+
+def _cites(claim: Mapping[str, Any] | None) -> str:
+    """What the claim cites and where its evidence is."""
+    ct = (claim or {}).get("citation")
+    if not ct:
+        return "–"
+    cited = ", ".join(md_text(n, 80) for n in ct.get("cited_nodes") or []) or "no source"
+    held = ", ".join(md_text(n, 80) for n in ct.get("supporting_nodes") or []) or "no source"
+    return f"cites {cited}; evidence in {held}"
+
+
 def _table(
     title: str,
     header: Sequence[str],
@@ -158,7 +174,9 @@ def _share_lines(doc: Mapping[str, Any]) -> list[str]:
         f"only in A {int(m.get('removed') or 0):,}. "
         f"Resolved {int(c.get('resolved') or 0):,}, flipped {int(c.get('flipped') or 0):,}, "
         f"evidence changed {int(c.get('evidence_changed') or 0):,}, "
-        f"trail moved {int(c.get('trail_moved') or 0):,}."
+        f"trail moved {int(c.get('trail_moved') or 0):,}, "
+        f"citation changed {int(c.get('citation_changed') or 0):,}, "
+        f"newly miscited {int(c.get('newly_miscited') or 0):,}."
     )
     out = [line, "", counts, ""]
     if not m.get("same_terminal", True):
@@ -171,7 +189,8 @@ def render_diff_markdown(
 ) -> str:
     """The pull-request comment of a diff document: marker, gate, both runs, the share's
     difference with its interval, the newly unsupported claims with the stage and nodes where
-    each entered, the other verdict flips and the moved trails (`rows` per table, 0: all)."""
+    each entered, the other verdict flips, the moved trails and the citation changes (newly
+    miscited claims in bold; `rows` per table, 0: all)."""
     if not isinstance(doc, Mapping) and hasattr(doc, "model_dump"):
         doc = doc.model_dump(mode="json")  # a typed diff document: its JSON form is the format
     changes: list[Mapping[str, Any]] = list(doc.get("changes") or [])
@@ -223,7 +242,26 @@ def render_diff_markdown(
             ],
             rows,
         )
-    if not (newly or flips or moved):
+    cited = [c for c in changes if c.get("citation_changed") or c.get("newly_miscited")]
+    if cited:
+        lines += _table(
+            "Citation changed",
+            ("claim", "text", "A", "B", "B cites"),
+            [
+                (
+                    _ids(c),
+                    _text(c),
+                    _citation(c.get("a")),
+                    ("**" + _citation(c.get("b")) + "**")
+                    if c.get("newly_miscited")
+                    else _citation(c.get("b")),
+                    _cites(c.get("b")),
+                )
+                for c in cited
+            ],
+            rows,
+        )
+    if not (newly or flips or moved or cited):
         lines += ["No claim became unsupported and no verdict changed.", ""]
     lines.append("<sub>Posted by veritrail; later runs update this comment.</sub>")
     body = redact("\n".join(lines) + "\n")

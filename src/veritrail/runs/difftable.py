@@ -182,6 +182,44 @@ def trail_moved_table(diff: Diff, *, limit: int = 20) -> Table:
     return t
 
 
+def citation_text(c: ClaimView | None) -> Text:
+    """A claim's citation status, red when miscited; `-` for no claim or no status."""
+    if c is None or c.citation is None:
+        return Text("-", style="dim")
+    return Text(c.citation, style="red" if c.miscited else "")
+
+
+def cites_text(c: ClaimView) -> Text:
+    """What a claim cites and where its evidence is: "cites X; evidence in Y"."""
+    cited = ", ".join(c.cited_nodes) or "no source"
+    held = ", ".join(c.supporting_nodes) or "no source"
+    return Text(f"cites {cited}; evidence in {held}")
+
+
+def citation_pairs(diff: Diff) -> list[Pair]:
+    """Claims whose citation status changed or that became miscited, B's order."""
+    return [p for p in diff.pairs if p.citation_changed or p.newly_miscited]
+
+
+def citation_table(diff: Diff, *, limit: int = 20) -> Table:
+    """Claims whose citation status changed (`--citations` in both runs) or that became
+    miscited, with what B's claim cites and where its evidence is."""
+    rows, more = _limited(citation_pairs(diff), limit)
+    t = Table(title="Citation changed", title_justify="left")
+    t.add_column("claim")
+    t.add_column("text", ratio=3)
+    t.add_column("A")
+    t.add_column("B")
+    t.add_column("B cites", ratio=2)
+    for p in rows:
+        assert p.b is not None
+        t.add_row(_ids(p), _claim_text(p), citation_text(p.a), citation_text(p.b), cites_text(p.b))
+    t.caption = f"{len(diff.newly_miscited):,} newly miscited" + (
+        f"; ... {more:,} more (--json has all)" if more else ""
+    )
+    return t
+
+
 def unmatched_table(diff: Diff, *, limit: int = 20) -> Table:
     """Claims of one run only (that are not newly unsupported: those have their own table)."""
     rows_all = [p for p in diff.pairs if p.status != "matched" and not p.newly_unsupported]
@@ -236,6 +274,8 @@ def diff_tables(
         parts.append(flipped_table(diff, limit=limit))
     if diff.trail_moved:
         parts.append(trail_moved_table(diff, limit=limit))
+    if citation_pairs(diff):
+        parts.append(citation_table(diff, limit=limit))
     if diff.evidence_changed:
         parts.append(evidence_table(diff, limit=limit))
     if any(p.status != "matched" and not p.newly_unsupported for p in diff.pairs):
@@ -245,6 +285,8 @@ def diff_tables(
 
 
 __all__ = [
+    "citation_table",
+    "citation_text",
     "diff_tables",
     "entered_text",
     "gate_line",
