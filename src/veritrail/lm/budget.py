@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..errors import InputProblem
 from .base import FatalError
 
 if TYPE_CHECKING:
@@ -56,8 +57,9 @@ class BudgetExhausted(FatalError):
     """A call was refused because the budget was reached (never retried; nothing is sent)."""
 
 
-class NoPriceError(ValueError):
-    """`--max-cost` was given for a model whose price is unknown (the cap cannot be enforced)."""
+class NoPriceError(InputProblem, ValueError):
+    """`--max-cost` was given for a model whose price is unknown (the cap cannot be enforced):
+    bad usage, exit 2, before any call."""
 
 
 def prompt_estimate(messages: Sequence[Message]) -> int:
