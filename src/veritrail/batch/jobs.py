@@ -486,7 +486,9 @@ def finish_job(state: JobState, *, executor: str) -> dict[str, Any]:
 def outcome(state: JobState, max_unsupported: float | None = None) -> JobOutcome:
     """Summarise one job (from its run store). The gate is `max_unsupported` when given, else
     the job's `max_unsupported` setting: the share of the job's claims (errored ones included)
-    whose verdict is Not Fully Supported must not exceed it, as for `veritrail verify`."""
+    whose verdict is Not Fully Supported must not exceed it, as for `veritrail verify`. A job
+    that checked citations is gated by its `max_miscited` setting too, through its report
+    (`citations.miscited_gate`, the rule of `verify`)."""
     if max_unsupported is None:
         max_unsupported = getattr(state.job.settings, "max_unsupported", None)
     results = state.store.results_in_order()
@@ -501,6 +503,7 @@ def outcome(state: JobState, max_unsupported: float | None = None) -> JobOutcome
     nfs = verdicts[Verdict.NOT_FULLY_SUPPORTED.value]
     rate = nfs / total if total else None
     gate = gate_exceeded(nfs, total, max_unsupported)
+    miscited, miscited_failed = _citations(state)
     return JobOutcome(
         id=state.job.id,
         status="complete" if state.finished else "incomplete",
@@ -509,13 +512,34 @@ def outcome(state: JobState, max_unsupported: float | None = None) -> JobOutcome
         errors=errors,
         missing=total - len(results),
         unsupported_rate=rate,
-        gate_failed=gate,
+        gate_failed=gate or miscited_failed,
         lm_calls=sum(r.cost.lm_calls for r in results),
         out=str(state.job.out_path) if state.finished else None,
         html=str(state.job.html_path) if state.finished and state.job.html_path else None,
         run_dir=str(state.job.run_dir),
         failures=tuple(state.failures),
+        miscited=miscited,
+        miscited_gate_failed=miscited_failed,
     )
+
+
+def _citations(state: JobState) -> tuple[int | None, bool]:
+    """The job's miscited claims (None when it did not check citations or wrote no report)
+    and whether its `--max-miscited` gate failed."""
+    from ..citations import miscited_gate
+    from ..report import as_report
+
+    if state.report is None:
+        return None, False
+    doc = as_report(state.report)
+    if doc.summary.citations is None:
+        return None, False
+    bad = sum(
+        1
+        for c in doc.claims
+        if c.citation is not None and c.citation.kind is not None and c.citation.kind.miscited
+    )
+    return bad, miscited_gate(doc) is not None
 
 
 def exit_code(outcomes: Sequence[JobOutcome]) -> int:

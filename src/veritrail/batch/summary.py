@@ -38,6 +38,11 @@ class JobOutcome:
     html: str | None
     run_dir: str
     failures: tuple[str, ...] = ()
+    miscited: int | None = None
+    """Claims misattributed or citing a source that does not support them (None: the job did
+    not check citations, or wrote no report)."""
+    miscited_gate_failed: bool = False
+    """The job's `--max-miscited` gate failed (then `gate_failed` is true too)."""
 
 
 def extraction_calls(run_dir: str | Path) -> int:
@@ -94,6 +99,8 @@ def summary_document(
             "errors": sum(o.errors for o in outcomes),
             "missing": sum(o.missing for o in outcomes),
             "gates_failed": sum(o.gate_failed for o in outcomes),
+            "miscited": sum(o.miscited or 0 for o in outcomes),
+            "miscited_gates_failed": sum(o.miscited_gate_failed for o in outcomes),
             "lm_calls": sum(j["lm_calls"] for j in jobs),
             "extraction_calls": sum(extraction),
         },
@@ -125,6 +132,13 @@ def _pct(rate: float | None) -> str:
     return "-" if rate is None else f"{rate:.0%}"
 
 
+def _gate(job: Mapping[str, Any]) -> str:
+    """A job's gate cell: FAILED, and which gate when it was `--max-miscited`."""
+    if not job["gate_failed"]:
+        return ""
+    return "FAILED (miscited)" if job.get("miscited_gate_failed") else "FAILED"
+
+
 def write_index(doc: Mapping[str, Any], path: Path) -> None:
     """A static HTML page: one row per job, linking its HTML report (else its JSON report)."""
     e = html.escape
@@ -143,7 +157,7 @@ def write_index(doc: Mapping[str, Any], path: Path) -> None:
             f"<td>{j['claims']}</td><td>{v.get('Fully Supported', 0)}</td>"
             f"<td>{v.get('Not Fully Supported', 0)}</td><td>{v.get('Inconclusive', 0)}</td>"
             f"<td>{j['errors'] + j['missing']}</td><td>{_pct(j['unsupported_rate'])}</td>"
-            f"<td>{'failed' if j['gate_failed'] else ''}</td><td>{link}</td>"
+            f"<td>{e(_gate(j).lower())}</td><td>{link}</td>"
             "</tr>"
         )
     t = doc["totals"]
@@ -185,13 +199,15 @@ def summary_table(doc: Mapping[str, Any]) -> str:
             f"{j['id'][:24]:<24} {j['status']:<10} {j['claims']:>7} "
             f"{v.get('Fully Supported', 0):>6} {v.get('Not Fully Supported', 0):>6} "
             f"{v.get('Inconclusive', 0):>6} {j['errors'] + j['missing']:>7} "
-            f"{_pct(j['unsupported_rate']):>7}  {'FAILED' if j['gate_failed'] else ''}"
+            f"{_pct(j['unsupported_rate']):>7}  {_gate(j)}"
         )
     t = doc["totals"]
     ext = int(t.get("extraction_calls", 0))
     calls = f"{t['lm_calls']} model calls" + (f" ({ext} of them claim extraction)" if ext else "")
+    cited = [j for j in doc["jobs"] if j.get("miscited") is not None]
+    miscited = f", {sum(j['miscited'] for j in cited)} miscited" if cited else ""
     lines.append(
-        f"{t['jobs']} jobs ({t['complete']} complete), {t['claims']} claims, "
+        f"{t['jobs']} jobs ({t['complete']} complete), {t['claims']} claims{miscited}, "
         f"{t['errors'] + t['missing']} not verified, {calls}; exit status {doc['exit_code']}"
     )
     return "\n".join(lines)

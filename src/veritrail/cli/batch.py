@@ -1,7 +1,8 @@
 """`veritrail batch MANIFEST`: verify many jobs (DAG + claims) from a JSON Lines manifest.
 
 Exit status over all jobs, as `veritrail verify`'s: 0 every claim verified and no gate failed;
-1 a job's share of Not Fully Supported claims exceeds `--max-unsupported`; 2 bad manifest or
+1 a job's share of Not Fully Supported claims exceeds `--max-unsupported`, or its share of
+miscited claims `--max-miscited` (docs/citations.md); 2 bad manifest or
 input (plugged steps that do not load included), found before any model call; 3 some claim
 could not be verified (wins over 1; also when an endpoint refused the run: bad key, unknown
 model, no quota — no further claim is started on that endpoint, in any job — or the Ray cluster
@@ -137,6 +138,22 @@ def _interrupt(_signum: int, _frame: Any) -> NoReturn:
     metavar="RATE",
     help="Exit 1 when a job's share of Not Fully Supported claims exceeds RATE (0..1).",
 )
+@click.option(
+    "--citations",
+    default=None,
+    metavar="auto|off|PATTERN",
+    help="Check each job's answer's own citation markers against the sources holding each "
+    "claim's evidence: auto, off, or a regular expression (docs/citations.md) [default: off; a "
+    "job's settings may set it].",
+)
+@click.option(
+    "--max-miscited",
+    type=float,
+    default=None,
+    metavar="RATE",
+    help="Exit 1 when a job's share of cited claims that are misattributed or cite a source "
+    "that does not support them exceeds RATE (0..1; with --citations).",
+)
 @budget_options
 @click.option("--quiet", is_flag=True, help="No progress and no table (errors still print).")
 @ci_options
@@ -163,7 +180,7 @@ def batch(
     batch-index.html.
 
     Exit status over all jobs: 0 every claim verified and no gate failed; 1 a job's gate
-    (--max-unsupported) failed; 2 bad manifest or input (before any model call); 3 some claim
+    (--max-unsupported, --max-miscited) failed; 2 bad manifest or input (before any model call); 3 some claim
     could not be verified, an endpoint refused the run (bad key, unknown model, no quota: no
     further claim starts on it, in any job), or the Ray cluster cannot be reached; 130
     interrupted. See docs/scale.md.
@@ -307,6 +324,7 @@ def batch(
         for f in o.failures:
             click.echo(f"job {o.id}: {redact(f)}", err=True)
     _name_unsupported(result.outcomes, reports, quiet=quiet)
+    _name_miscited(result.outcomes, reports)
     if budget is not None and budget.reached is not None:
         from ..lm.budget import raise_cap
 
@@ -356,3 +374,25 @@ def _name_unsupported(
         )
         for line in claim_lines(claims, dag=reports[o.id][0].get("dag")):
             click.echo(line, err=True)
+
+
+def _name_miscited(outcomes: Any, reports: Mapping[str, tuple[Mapping[str, Any], str]]) -> None:
+    """Name the miscited claims of each job whose `--max-miscited` gate failed (stderr, also
+    with `--quiet`: they explain the exit status), as `verify` does."""
+    from ..citations import miscited_gate
+    from ..display import shorten
+
+    for o in outcomes:
+        if not o.miscited_gate_failed or o.id not in reports:
+            continue
+        gate = miscited_gate(reports[o.id][0])
+        if gate is None:
+            continue
+        click.echo(
+            f"job {o.id}: gate failed: {len(gate.claims)} of {gate.cited} cited claims "
+            f"({100 * gate.share:.1f}%) cite a source that does not hold their evidence, above "
+            f"--max-miscited {gate.rate:g} ({100 * gate.rate:.1f}%):",
+            err=True,
+        )
+        for cid, text, kind in gate.claims:
+            click.echo(f"  {cid}: {redact(shorten(text, 100))} ({kind})", err=True)
