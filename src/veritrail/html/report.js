@@ -49,6 +49,27 @@
   }
   function showIds(list, sep) { return (list || []).map(showText).join(sep); }
 
+  // Fill `box` with `text`, the [start, end) ranges (UTF-16 offsets into `text`, as a report's
+  // offsets give them in `start_utf16`/`end_utf16`) wrapped in <mark>; text nodes only.
+  function markedText(box, text, ranges, cls) {
+    box.textContent = '';
+    var at = 0;
+    ranges.map(function (r) { return [Math.max(0, r[0]), Math.min(text.length, r[1])]; })
+      .filter(function (r) { return r[0] < r[1]; })
+      .sort(function (a, b) { return a[0] - b[0]; })
+      .forEach(function (r) {
+        if (r[1] <= at) return;
+        var a = Math.max(r[0], at);
+        if (a > at) box.append(document.createTextNode(showText(text.slice(at, a))));
+        var m = document.createElement('mark');
+        if (cls) m.className = cls;
+        m.textContent = showText(text.slice(a, r[1]));
+        box.append(m);
+        at = r[1];
+      });
+    if (at < text.length) box.append(document.createTextNode(showText(text.slice(at))));
+  }
+
   // el('div', {class: 'x', text: 'y'}, child...): children may be nodes or strings (Text nodes).
   function el(tag, attrs) {
     var e = document.createElement(tag);
@@ -664,8 +685,21 @@
     Object.keys(bandEls).forEach(function (k) {
       bandEls[k].classList.toggle('err', !!(c && c.error_stage_status === 'identified' && c.error_stages.indexOf(Number(k)) >= 0));
     });
+    var off = c && c.offsets;
+    var tspans = dag.terminal_spans || [];
+    var sents = dag.terminal_sentences || [];
     sentenceEls.forEach(function (sp, i) {
       sp.classList.toggle('hl', !!(c && (c.sentence_indices || []).indexOf(i) >= 0));
+      sp.classList.toggle('unsup', !!(off && (off.unsupported || []).some(function (u) { return u.sentence_index === i; })));
+      // A claim found as written: mark its exact span inside the sentence, when the sentence as
+      // shown has the length of its slice of the output (a joined line break keeps positions).
+      var ts = tspans[i], ranges = [];
+      if (off && off.verbatim && ts && ts.end_utf16 - ts.start_utf16 === String(sents[i]).length) {
+        (off.spans || []).forEach(function (s) {
+          if (s.sentence_index === i) ranges.push([s.start_utf16 - ts.start_utf16, s.end_utf16 - ts.start_utf16]);
+        });
+      }
+      markedText(sp, String(sents[i]), ranges, 'claim-span');
     });
     showBlamed(c);
   }
@@ -689,8 +723,15 @@
     if (!n) return;
     box.append(el('h3', null, el('span', { class: 'nid', text: showText(n.id) }), 'stage ' + n.stage + (n.is_root ? ' \u00b7 source text' : '') +
       ' \u00b7 ' + n.n_sources + ' sources'));
-    box.append(el('div', { class: 'preview', text: n.preview + (n.preview.length >= 300 ? ' \u2026' : '') }));
     var c = state.selected ? claimById[state.selected] : null;
+    // The selected claim's evidence sentences in this node, marked where the preview shows them.
+    var pv = el('div', { class: 'preview' });
+    var evRanges = ((c && c.offsets && c.offsets.evidence) || [])
+      .filter(function (e) { return e.node_id === id; })
+      .map(function (e) { return [e.start_utf16, e.end_utf16]; });
+    markedText(pv, String(n.preview || ''), evRanges, 'ev-span');
+    if (String(n.preview || '').length >= 300) pv.append(document.createTextNode(' \u2026'));
+    box.append(pv);
     if (c) {
       var ul = el('ul', { class: 'ev' });
       (c.iterations || []).forEach(function (it) {
