@@ -3,8 +3,9 @@
 The same marks as the Phoenix annotations (`veritrail.adapters.phoenix.marks`), written through
 Langfuse's public API, `POST /api/public/scores` (its OpenAPI document: ``CreateScoreRequest``):
 one categorical score per mark on the trace and the observation (= the span) it names, with the
-verdict or "unsupported content entered here" as its value, the explanation as its comment and
-the claim in its metadata. Each score's ``id`` is derived from the trace, the span, the score name
+verdict, "unsupported content entered here" or (a run with `--citations`, score name
+`veritrail.citation`) the claim's citation status as its value, the explanation as its comment
+and the claim in its metadata. Each score's ``id`` is derived from the trace, the span, the score name
 and the claim (a UUID 5), and Langfuse upserts scores on their id, so exporting again updates the
 scores instead of adding new ones.
 

@@ -31,6 +31,7 @@ from .client import (
     UnknownProject,
 )
 from .marks import (
+    CITATION_NAME,
     ORIGIN_NAME,
     VERDICT_NAME,
     ExportInputError,
@@ -52,6 +53,7 @@ from .watch import (
 
 __all__ = [
     "API_KEY_VARIABLE",
+    "CITATION_NAME",
     "CONFIGS",
     "ORIGIN_NAME",
     "VERDICT_NAME",

@@ -5,7 +5,8 @@ score, explanation, metadata, annotator kind LLM, and the mark's identifier. Pho
 annotation per (name, span, identifier) and replaces it when the same three come again, so an
 export run twice updates its annotations and never adds a second copy. Before the first write the
 two categorical annotation configs (`CONFIGS`) are created when the server has none of those
-names, so Phoenix shows the labels as categories (an existing config is left as it is).
+names, so Phoenix shows the labels as categories (an existing config is left as it is); the
+citation config (`CITATION_CONFIG`) only when the run checked citations (it has citation marks).
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...records import Verdict
+from ...records import CitationStatus, Verdict
 from .client import PhoenixClient
 from .marks import (
+    CITATION_NAME,
+    CITATION_SCORES,
     ERROR_LABEL,
     ORIGIN_LABEL,
     ORIGIN_NAME,
@@ -53,6 +56,17 @@ CONFIGS: tuple[Mapping[str, Any], ...] = (
 )
 """The annotation configs created once per Phoenix server."""
 
+CITATION_CONFIG: Mapping[str, Any] = {
+    "name": CITATION_NAME,
+    "type": "CATEGORICAL",
+    "description": "VeriTrail's citation status of one claim of the final output (label): does "
+    "a source the answer cites for it hold its evidence? The explanation names the cited nodes "
+    "and the nodes holding its evidence (docs/citations.md).",
+    "optimization_direction": "MAXIMIZE",
+    "values": [{"label": s.value, "score": CITATION_SCORES[s.value]} for s in CitationStatus],
+}
+"""Created (once per server) when an export has citation marks."""
+
 
 @dataclass(frozen=True, slots=True)
 class ExportResult:
@@ -81,7 +95,8 @@ def write_marks(
 ) -> tuple[str, ...]:
     """Create the configs if missing (and assign them to `project` when given), then insert or
     update every mark's annotation."""
-    for config in CONFIGS:
+    used = {m.name for m in marks}
+    for config in (*CONFIGS, *((CITATION_CONFIG,) if CITATION_NAME in used else ())):
         key = (str(config["name"]), project)
         if key in client.configs_ready:
             continue
@@ -126,6 +141,7 @@ def export_to_phoenix(
 
 
 __all__ = [
+    "CITATION_CONFIG",
     "CONFIGS",
     "ExportResult",
     "annotation_body",

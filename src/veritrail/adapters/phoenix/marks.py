@@ -10,7 +10,12 @@ first instead of adding to it:
 * **unsupported content** (`ORIGIN_NAME`), for a claim judged Not Fully Supported whose error
   stage could be named: on each span of the nodes blamed for it (docs/report.md: the non-root
   nodes that gave evidence in the last Fully Supported round, or the final output when no round
-  was), naming the claim and the evidence trail.
+  was), naming the claim and the evidence trail;
+* **citation** (`CITATION_NAME`), for a run with `--citations` (docs/citations.md), on the span of
+  the final output: one per claim with a citation status, label = the status
+  (`supported_by_cited`, `misattributed`, ...), score = 1 when a cited source holds its evidence,
+  0 when the citation points away from it (misattributed, cited_not_supporting), none otherwise,
+  explanation = the markers, the nodes they cite and the nodes that hold its evidence.
 
 Span ids and the trace id come from the DAG's ``meta`` (``original_spans``, ``trace_id``), as
 `veritrail from-trace` (file or Phoenix) writes them. Every text is redacted.
@@ -27,7 +32,7 @@ from typing import Any
 from ...dag import Dag, DagValidationError, load_dag
 from ...display import shorten
 from ...errors import InputProblem
-from ...records import ErrorStageStatus, Verdict
+from ...records import CitationStatus, ErrorStageStatus, Verdict
 from ...redaction import redact, redact_obj
 from ...report import (
     ClaimSource,
@@ -44,6 +49,18 @@ VERDICT_NAME = "veritrail"
 ORIGIN_NAME = "veritrail unsupported content"
 """Name of the marks on the spans where unsupported content most likely entered."""
 ORIGIN_LABEL = "unsupported content entered here"
+CITATION_NAME = "veritrail.citation"
+"""Name of the per-claim citation-status marks (runs with `--citations`)."""
+
+CITATION_SCORES: Mapping[str, float | None] = {
+    CitationStatus.SUPPORTED_BY_CITED.value: 1.0,
+    CitationStatus.MISATTRIBUTED.value: 0.0,
+    CitationStatus.CITED_NOT_SUPPORTING.value: 0.0,
+    CitationStatus.UNSUPPORTED.value: None,
+    CitationStatus.UNCITED.value: None,
+}
+"""The score of a citation status: whether the citation points at the evidence (none when the
+status says nothing about the citation: no evidence anywhere, or no marker)."""
 ERROR_LABEL = "Could not verify"
 """Label of a claim that ended in error (no verdict)."""
 
@@ -182,8 +199,49 @@ def _claim_score(claim: ClaimDoc) -> float | None:
     return VERDICT_SCORES.get(str(claim.verdict))
 
 
+def citation_explanation(claim: ClaimDoc) -> str:
+    """What a claim cites against where its evidence is, for a citation mark."""
+    ct = claim.citation
+    assert ct is not None
+    cited = ", ".join(ct.cited_nodes) or "no source"
+    held = ", ".join(ct.supporting_nodes) or "no source"
+    lines = [
+        f"{ct.kind.value if ct.kind else 'no status'}: markers {' '.join(ct.markers) or 'none'}",
+        f"cited: {cited}",
+        f"evidence in: {held}",
+    ]
+    if ct.unresolved:
+        lines.append("names no source: " + ", ".join(ct.unresolved))
+    return "\n".join(lines)
+
+
+def _citation_mark(claim: ClaimDoc, trace_id: str, span: str, common: Mapping[str, Any]) -> Mark:
+    ct = claim.citation
+    assert ct is not None and ct.kind is not None
+    return Mark(
+        name=CITATION_NAME,
+        trace_id=trace_id,
+        span_id=span,
+        identifier=f"veritrail:{claim.id}",
+        label=ct.kind.value,
+        score=CITATION_SCORES.get(ct.kind.value),
+        explanation=redact(citation_explanation(claim)),
+        metadata=redact_obj(
+            {
+                **common,
+                "claim_id": claim.id,
+                "claim": claim.text,
+                "markers": list(ct.markers),
+                "cited_nodes": list(ct.cited_nodes),
+                "supporting_nodes": list(ct.supporting_nodes),
+            }
+        ),
+    )
+
+
 def marks_for_run(report: ReportSource, dag: Dag) -> list[Mark]:
-    """Every mark of a run, claims in report order (verdicts first, then origins)."""
+    """Every mark of a run, claims in report order (verdicts first, then origins, then
+    citations)."""
     doc = as_report(report)
     spans = node_spans(dag)
     trace_id = str(dag.meta["trace_id"])
@@ -195,7 +253,10 @@ def marks_for_run(report: ReportSource, dag: Dag) -> list[Mark]:
     common = {"veritrail_run": getattr(doc.run, "fingerprint", None) or doc.run.run_dir}
     verdicts: list[Mark] = []
     origins: list[Mark] = []
+    citations: list[Mark] = []
     for claim in doc.claims:
+        if claim.citation is not None and claim.citation.kind is not None:
+            citations.append(_citation_mark(claim, trace_id, final_span, common))
         cid = claim.id
         text = claim.text
         verdict = claim.verdict
@@ -261,16 +322,20 @@ def marks_for_run(report: ReportSource, dag: Dag) -> list[Mark]:
                         ),
                     )
                 )
-    return verdicts + origins
+    return verdicts + origins + citations
 
 
 def summary_line(marks: Sequence[Mark]) -> str:
-    """``N verdicts, M unsupported-content marks``."""
+    """``N verdicts, M unsupported-content marks`` (``, K citation marks`` when there are)."""
     v = sum(1 for m in marks if m.name == VERDICT_NAME)
-    return f"{v} verdict(s), {len(marks) - v} unsupported-content mark(s)"
+    c = sum(1 for m in marks if m.name == CITATION_NAME)
+    line = f"{v} verdict(s), {len(marks) - v - c} unsupported-content mark(s)"
+    return line + (f", {c} citation mark(s)" if c else "")
 
 
 __all__ = [
+    "CITATION_NAME",
+    "CITATION_SCORES",
     "ERROR_LABEL",
     "ORIGIN_LABEL",
     "ORIGIN_NAME",
@@ -280,6 +345,7 @@ __all__ = [
     "Mark",
     "RunForExport",
     "blamed_nodes",
+    "citation_explanation",
     "evidence_trail",
     "load_run",
     "marks_for_run",
