@@ -14,14 +14,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from .citations import locate_claim
 from .method.segment import Span, sentence_offsets
 from .records import ClaimResult, Verdict
 
 if TYPE_CHECKING:
     from .dag import Dag
 
-LocatedBy = Literal["verbatim", "sentences", "text", "overlap", "none"]
+LocatedBy = Literal["verbatim", "sentences", "none"]
 
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 
@@ -117,7 +116,7 @@ class OffsetIndex:
                 ]
                 exact = _verbatim(r.claim.text, t.text, [(s["start"], s["end"]) for s in sentences])
                 located_by = "sentences"
-            else:  # a claim given as text: found as written, else by citations' rules
+            else:  # a claim given as text: only found as written (no guess at a rewording)
                 exact = _verbatim(r.claim.text, t.text, ())
                 if exact is not None:
                     a, b = exact
@@ -126,10 +125,6 @@ class OffsetIndex:
                         for i, (p, q) in enumerate(t.sentences)
                         if p < b and q > a and (s := t.sentence(i)) is not None
                     ]
-                else:
-                    found, how = locate_claim(r.claim.text, (), t.text, t.sentences)
-                    located_by = "text" if how == "text" else "overlap" if found else "none"
-                    sentences = [s for i in found if (s := t.sentence(i)) is not None]
         if exact is not None:
             located_by = "verbatim"
             owner = [s["sentence_index"] for s in sentences if s["start"] <= exact[0] < s["end"]]

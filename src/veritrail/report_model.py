@@ -185,11 +185,10 @@ class EvidenceSpanDoc(SpanDoc):
 class ClaimOffsetsDoc(_Open):
     """Version 4: where the claim and its evidence are in the DAG's texts (docs/report.md#offsets)."""
 
-    located_by: Literal["verbatim", "sentences", "text", "overlap", "none"] = Field(
+    located_by: Literal["verbatim", "sentences", "none"] = Field(
         description="verbatim: the claim's text found as written (its span is exact); "
-        "sentences: its extraction's source sentences; text / overlap: the output sentences "
-        "holding its text or sharing the most words with it (a claim given as text); none: not "
-        "found, or the final output is JSON"
+        "sentences: its extraction's source sentences; none: a claim given as text without "
+        "sentence_indices that is not in the output as written, or a JSON final output"
     )
     verbatim: bool = Field(
         description="the claim's text is in the final output as written (whitespace aside); "
