@@ -272,3 +272,52 @@ def test_check_with_the_demonstration_model(example: Path) -> None:
     assert doc["claims"]
     _assert_spans_index_their_texts(doc, dag)
     assert any(c["offsets"]["evidence"] for c in doc["claims"])
+
+
+def test_a_claim_without_sentence_indices_is_found_only_as_written() -> None:
+    answer = "The museum opened\nin 1921. A ship sank."
+    dag = Dag.from_records(
+        [{"id": "src", "text": "Notes."}, {"id": "out", "text": answer, "sources": ["src"]}]
+    )
+    index = OffsetIndex(dag)
+    got = index.claim(
+        _result(Claim("c", "The museum opened in 1921.", ()), Verdict.NOT_FULLY_SUPPORTED, ())
+    )
+    assert got["located_by"] == "verbatim" and got["verbatim"]
+    (s,) = got["spans"]
+    assert answer[s["start"] : s["end"]] == "The museum opened\nin 1921."
+    assert [x["sentence_index"] for x in got["sentences"]] == [0] and got["unsupported"] == got[
+        "sentences"
+    ]
+    reworded = index.claim(
+        _result(Claim("c", "A boat went down.", ()), Verdict.NOT_FULLY_SUPPORTED, ())
+    )
+    assert reworded["located_by"] == "none" and not reworded["verbatim"]
+    assert reworded["spans"] == reworded["sentences"] == reworded["unsupported"] == []
+
+
+def test_json_texts_have_no_spans() -> None:
+    tool = '{"city": "London", "year": 1815}'
+    dag = Dag.from_records(
+        [
+            {"id": "tool", "text": tool},
+            {"id": "prose", "text": "Ada was born in London. She was born in 1815."},
+            {
+                "id": "out",
+                "text": '{"answer": "Ada was born in London in 1815."}',
+                "sources": ["tool", "prose"],
+            },
+        ]
+    )
+    index = OffsetIndex(dag)
+    assert index.terminal_spans() is None
+    ev = (SentenceRef("tool", 0, "city: London"), SentenceRef("prose", 1, "She was born in 1815."))
+    got = index.claim(
+        _result(Claim("c", "Ada was born in London.", (0,)), Verdict.FULLY_SUPPORTED, ev)
+    )
+    assert got["located_by"] == "none" and got["spans"] == got["sentences"] == []
+    (e,) = got["evidence"]  # the JSON node's unit is not a slice of its text: left out
+    assert (
+        e["node_id"] == "prose"
+        and dag.node("prose").text[e["start"] : e["end"]] == "She was born in 1815."
+    )
