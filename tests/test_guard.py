@@ -154,6 +154,7 @@ async def test_time_out_while_extracting(loopback: FakeOpenAIServer) -> None:
     assert asyncio.all_tasks() == {asyncio.current_task()}
 
 
+@pytest.mark.slow  # >= 5 s on 2 cores: out of the fast tier
 async def test_claims_finished_before_the_deadline_are_kept(loopback: FakeOpenAIServer) -> None:
     """One claim's calls are held (the responder waits on an event set after the guard
     returns); the other claim's are answered: it is judged, the held one is not done."""
@@ -181,6 +182,7 @@ async def test_claims_finished_before_the_deadline_are_kept(loopback: FakeOpenAI
     assert result.claims[1].reason.startswith("time-out")
 
 
+@pytest.mark.slow  # >= 5 s on 2 cores: out of the fast tier
 async def test_unsupported_found_before_the_deadline_is_said(loopback: FakeOpenAIServer) -> None:
     gate = threading.Event()
 

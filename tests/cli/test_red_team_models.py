@@ -108,6 +108,7 @@ def test_a_malformed_base_url_is_exit_2(
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow  # >= 5 s on 2 cores: out of the fast tier
 def test_a_refused_connection_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("litellm")  # the `litellm` extra (the full suite fails such a skip)
     with socket.socket() as s:

@@ -40,6 +40,7 @@ def _run_without(modules: str, *args: str, cwd: Path) -> subprocess.CompletedPro
 
 
 @pytest.mark.parametrize("missing", ["torch", "transformers", "numpy"])
+@pytest.mark.slow  # >= 5 s on 2 cores: out of the fast tier
 def test_sirg_detect_without_extra_names_it(tmp_path: Path, missing: str) -> None:
     (tmp_path / "c.txt").write_text("The sky is blue.\n")
     (tmp_path / "r.txt").write_text("The sky is green.\n")

@@ -397,6 +397,7 @@ def test_detect_cli_lists_every_registered_detector() -> None:
 
 
 @pytest.mark.parametrize("kind", sorted(DETECT_SPECS))
+@pytest.mark.slow  # >= 5 s on 2 cores: out of the fast tier
 def test_detect_cli_takes_every_registered_detector(tmp_path: Path, kind: str) -> None:
     spec, refused = DETECT_SPECS[kind]
     if kind == "sirg":
@@ -456,6 +457,7 @@ def test_detect_cli_exits_3_when_the_detector_records_a_failure(tmp_path: Path) 
     assert report["verdict"] is None and report["detection"]["error"].startswith("JsonReplyError")
 
 
+@pytest.mark.slow  # >= 5 s on 2 cores: out of the fast tier
 def test_sirg_through_the_protocol_matches_detect() -> None:
     pytest.importorskip("torch")
     pytest.importorskip("transformers")

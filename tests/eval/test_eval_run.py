@@ -81,6 +81,7 @@ def _lexical(system: str, blocks: dict[str, str]) -> str:
     return json.dumps({"reasoning": f"{share:.2f} of the claim's words occur", "verdict": verdict})
 
 
+@pytest.mark.slow  # >= 5 s on 2 cores: out of the fast tier
 def test_cli_oracle_on_wice_slice(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")  # the `eval` extra: the plots
     out = tmp_path / "out"
@@ -140,6 +141,7 @@ def test_cli_save_dataset_then_evaluate_it(tmp_path: Path) -> None:
     assert json.loads(r2.stdout)["methods"][0]["evidence"]["recall"] == 1.0  # progress: stderr
 
 
+@pytest.mark.slow  # >= 5 s on 2 cores: out of the fast tier
 def test_cli_rejects_model_methods_without_model(tmp_path: Path) -> None:
     pytest.importorskip("onnxruntime")  # the `eval` extra (RAG's embedder is built first)
     res = CliRunner().invoke(cli, ["eval", str(WICE_DEV), "--limit", "2", "--method", "rag:k=3"])
@@ -288,6 +290,7 @@ async def test_g2l_method_hook_runs_g2ldetect_per_claim() -> None:
         assert p.lm_calls >= 2 and p.error is None
 
 
+@pytest.mark.slow  # >= 5 s on 2 cores: out of the fast tier
 def test_cli_terminal_table_on_fables_slice(tmp_path: Path) -> None:
     fables = DATA / "fables" / "FABLES.json"
     res = CliRunner().invoke(

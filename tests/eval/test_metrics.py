@@ -105,6 +105,7 @@ def test_hard_metrics_match_sklearn(gold: list[Verdict], pred: list[Verdict]) ->
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.booleans(), st.booleans()), min_size=1, max_size=40))
+@pytest.mark.slow  # >= 5 s on 2 cores: out of the fast tier
 def test_hard_metrics_match_sklearn_random(pairs: list[tuple[bool, bool]]) -> None:
     gold = [FS if g else NFS for g, _ in pairs]
     pred = [FS if p else NFS for _, p in pairs]

@@ -7,11 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from veritrail.dag import load_dag
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "trace_import_example.py"
 
 
+@pytest.mark.slow  # >= 5 s on 2 cores: out of the fast tier
 def test_example_writes_three_valid_dags(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, str(EXAMPLE), str(tmp_path / "out")],

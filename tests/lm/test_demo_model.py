@@ -30,6 +30,7 @@ def test_unknown_demo_model_is_bad_input() -> None:
         get_provider("demo/nope")
 
 
+@pytest.mark.slow  # >= 5 s on 2 cores: out of the fast tier
 def test_check_runs_keyless_with_the_demo_model(tmp_path: Path) -> None:
     out = tmp_path / "report.json"
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "VERITRAIL_CACHE": "0"}

@@ -124,6 +124,7 @@ def test_every_litellm_prefix_is_registered_and_routed() -> None:
 
 
 @pytest.mark.parametrize("model", MODELS)
+@pytest.mark.slow  # >= 5 s on 2 cores: out of the fast tier
 def test_quickstart_report_matches_the_openai_path(
     model: str, fake: FakeProviderServer, tmp_path: Path
 ) -> None:
@@ -382,6 +383,7 @@ def test_generate_config_options_reach_litellm(fake: FakeProviderServer) -> None
     assert gen.text
 
 
+@pytest.mark.slow  # >= 5 s on 2 cores: out of the fast tier
 def test_importing_litellm_fetches_nothing() -> None:
     """In a fresh interpreter (LiteLLM not yet imported, as on a user's first call), loading it
     and making an Anthropic call to a loopback server opens no connection elsewhere."""

@@ -106,6 +106,7 @@ def _oracle(path: Path, node: str) -> Path:
     return path
 
 
+@pytest.mark.slow  # >= 5 s on 2 cores: out of the fast tier
 def test_check_cli_with_the_oracle_names_file_and_chunk(files: Path) -> None:
     claims = files / "claims.json"
     claims.write_text(json.dumps(["The Harbour Museum opened in 1921.", "It has a roof garden."]))
@@ -187,6 +188,7 @@ def test_check_cli_over_http_extracts_claims_from_stdin(
     assert report["claims"][0]["provenance"] == [["src/museum.txt#1"]]
 
 
+@pytest.mark.slow  # >= 5 s on 2 cores: out of the fast tier
 def test_api_check_with_texts_paths_and_names(files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with loopback(monkeypatch):
         by_name = vt.check(ANSWER, {"museum": MUSEUM}, chunk_sentences=1)

@@ -84,6 +84,7 @@ def closed_port_url() -> str:
 # -- exit codes and errored claims ------------------------------------------------------------
 
 
+@pytest.mark.slow  # >= 5 s on 2 cores: out of the fast tier
 def test_endpoint_down_exits_3_then_fixed_endpoint_retries_only_errored_claims(
     inputs: dict[str, Path],
 ) -> None:
