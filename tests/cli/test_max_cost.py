@@ -199,6 +199,28 @@ def test_a_batch_shares_one_budget_across_its_jobs(tmp_path: Path, pace: tuple[s
             r for d in ("run-a", "run-b") for r in RunStore.open(tmp_path / d).errored.values()
         ]
         assert errored and all("budget reached" in (r.error or "") for r in errored)
+        # The same command with a higher cap resumes both jobs: only the claims left are
+        # verified (finished ones are kept), and every claim ends with a verdict.
+        kept = {
+            d: {
+                cid: r
+                for cid, r in RunStore.open(tmp_path / d).done.items()
+                if r.verdict is not None and not r.error
+            }
+            for d in ("run-a", "run-b")
+        }
+        assert any(kept.values())  # the capped run finished some claims
+        srv.reset_counters()
+        again = _batch(srv, _manifest(tmp_path), "--max-cost", f"{4 * one}", pace=pace)
+        assert again.exit_code in (0, 1), again.output
+        assert srv.count > 0
+        for d in ("run-a", "run-b"):
+            store = RunStore.open(tmp_path / d)
+            assert not store.errored
+            assert all(r.verdict is not None for r in store.done.values())
+            assert len(store.done) == 4
+            for cid, before in kept[d].items():  # finished claims were not verified again
+                assert store.done[cid] == before
 
 
 @pytest.mark.parametrize("command", ["verify", "batch", "eval"])
