@@ -209,7 +209,8 @@ def test_a_batch_shares_one_budget_across_its_jobs(tmp_path: Path, pace: tuple[s
             }
             for d in ("run-a", "run-b")
         }
-        assert any(kept.values())  # the capped run finished some claims
+        if pace == tuple(SERIAL):  # with shared prompts every claim may stop mid-way
+            assert any(kept.values())  # the capped run finished some claims
         srv.reset_counters()
         again = _batch(srv, _manifest(tmp_path), "--max-cost", f"{4 * one}", pace=pace)
         assert again.exit_code in (0, 1), again.output
