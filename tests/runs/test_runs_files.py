@@ -77,3 +77,11 @@ def test_read_run_dir_figures(tmp_path: Path) -> None:
     assert sum(c.verdict is not None for c in rec.claims) == 6
     assert rec.unsupported_share() == 1 / 10 and rec.dollars == round(6 * 0.0012, 6)
     assert rec.dag == "summary" and rec.pipeline == "summary"
+
+
+def test_a_run_with_no_claim_finished_has_no_unsupported_share(tmp_path: Path) -> None:
+    """A run that has just started is not "0% unsupported" (the runs list and the trend chart
+    leave it out until a claim is finished)."""
+    run = write_run(tmp_path, "s-000000000002", claims=4, finished=0, status="running")
+    rec = read_run_dir(run)
+    assert len(rec.claims) == 4 and rec.unsupported_share() is None

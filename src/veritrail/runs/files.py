@@ -122,8 +122,9 @@ class RunRecord:
     def unsupported_share(self, *, reviewed: bool = False) -> float | None:
         """Share of the claims judged Not Fully Supported (as `--max-unsupported` counts: over
         every claim of the run, errors included); `reviewed`: a review's verdict replaces the
-        model's. None for a run without claims."""
-        if not self.claims:
+        model's. None for a run without claims, or none finished yet (a run that has just
+        started is not "0% unsupported", in the list or the trend chart)."""
+        if not any(c.verdict is not None or c.termination is not None for c in self.claims):
             return None
         nfs = Verdict.NOT_FULLY_SUPPORTED.value
         n = 0
