@@ -44,14 +44,14 @@ def model_words(report: Report) -> str:
     from ..report import report_model_kind
 
     _, label = report_model_kind(report)
-    return f"model {report.get('model', '?')}" + (f" ({label})" if label else "")
+    return f"model {report.doc.model}" + (f" ({label})" if label else "")
 
 
 def _warn_not_a_judge(report: Report) -> None:
     from ..report import report_model_kind
 
     kind, label = report_model_kind(report)
-    name = str(report.get("model", "?"))
+    name = report.doc.model
     if kind in ("demonstration", "embedded") and name not in _warned:
         _warned.add(name)
         warnings.warn(
