@@ -52,7 +52,7 @@ from .extraction_common import (
     read_disambiguation,
     str_field,
 )
-from .prompting import load_prompt
+from .prompting import load_prompt, overridden
 from .steps import Decomposition, unreadable_issues
 from .subclaims import DecompositionError
 from .tokens import estimate_tokens
@@ -377,8 +377,15 @@ async def _window_traces(
     if kept:
         kept_text = dict(kept)
 
+        # The shorter wording for capable models; the embedded models (concise replies) read
+        # the longer one, with which they were measured (with the shorter one the 1.5B model
+        # answered no sentence readably), and so does a prompt directory that overrides it.
+        dis_prompt = "claim_disambiguation_batch"
+        if not getattr(model, "concise_replies", False) and not overridden(dis_prompt):
+            dis_prompt = "claim_disambiguation_batch_short"
+
         def render_disambiguation(ids: Sequence[int]) -> list[Message]:
-            return load_prompt("claim_disambiguation_batch").render(
+            return load_prompt(dis_prompt).render(
                 question=asked_question,
                 text=text,
                 parts=_listed([(i, kept_text[i]) for i in ids], "checkable parts"),
