@@ -51,7 +51,10 @@ _AUTO = re.compile(
     r"|\[(?P<link_text>[^\]\n]*)\]\((?P<url>[^)\s]+)(?:\s+\"[^\"]*\")?\)"
     rf"|\[(?P<nums>{_NUM_LIST})\](?!\()"
     r"|【(?P<cjk>[^】]+)】"
-    r"|\((?:Sources?|Source\(s\))\s*:\s*(?P<names>[^)\n]+)\)",
+    r"|\((?:Sources?|Source\(s\))\s*:\s*(?P<names>[^)\n]+)\)"
+    # `[summary-2]`: a marker only when it is a node id of the DAG (`find_markers`' node_ids),
+    # so bracketed words in prose stay prose.
+    r"|\[(?P<node>[^\]\s\[]+)\](?!\()",
     re.IGNORECASE,
 )
 _FOOTNOTE_DEF = re.compile(r"^\[\^(?P<label>[^\]\s]+)\]:[ \t]*(?P<body>.*)$", re.MULTILINE)
@@ -122,9 +125,10 @@ def _split_refs(body: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def find_markers(text: str, rule: CitationRule) -> list[Marker]:
+def find_markers(text: str, rule: CitationRule, node_ids: Iterable[str] = ()) -> list[Marker]:
     """The markers of `text`, in order. Footnote definition lines are not markers: their body
-    names the source of `[^label]` when it holds a URL or a name."""
+    names the source of `[^label]` when it holds a URL or a name. With `auto`, a node id in
+    brackets (`[summary-2]`) is a marker too when it is one of `node_ids`."""
     if rule.pattern is not None:
         out: list[Marker] = []
         for m in rule.pattern.finditer(text):
@@ -136,15 +140,20 @@ def find_markers(text: str, rule: CitationRule) -> list[Marker]:
         return out
     notes = {d["label"]: d["body"].strip() for d in _FOOTNOTE_DEF.finditer(text)}
     defs = [(d.start(), d.end()) for d in _FOOTNOTE_DEF.finditer(text)]
+    ids = frozenset(node_ids)
     out = []
     for m in _AUTO.finditer(text):
         if any(a <= m.start() < b for a, b in defs):
             continue
-        if m["foot"] is not None:
+        if m["node"] is not None:
+            if m["node"] not in ids:
+                continue
+            refs: tuple[str, ...] = (m["node"],)
+        elif m["foot"] is not None:
             body = notes.get(m["foot"], "")
             url = _URL.search(body)
             ref = url.group(0).rstrip(".,;)") if url else (body or m["foot"])
-            refs: tuple[str, ...] = (ref,) if body else (m["foot"],)
+            refs = (ref,) if body else (m["foot"],)
         elif m["url"] is not None:
             refs = (m["url"],)
         elif m["nums"] is not None:
@@ -304,6 +313,43 @@ def citation_status(
     return CitationStatus.UNSUPPORTED
 
 
+def follow_citations(
+    dag: Dag,
+    index: SourceIndex,
+    rule: CitationRule,
+    cited: Sequence[str],
+    evidence_sentences: Mapping[str, frozenset[int]] | None = None,
+) -> list[str]:
+    """The sources a claim cites once its cited nodes are followed down (docs/citations.md,
+    "Citations through intermediate nodes"): a root is itself; a node with sources is replaced
+    by what the markers of its own text name (only the markers of its sentences that hold the
+    claim's evidence, `evidence_sentences[node]`, when some of those carry markers), followed
+    the same way; a node whose text (or whose evidence sentences) carries no marker that names a
+    node stands for its own inputs, its sources in the DAG, followed the same way. Each node is
+    visited once, so a marker that points back up the chain ends there."""
+    chosen = evidence_sentences or {}
+    out: list[str] = []
+    seen: set[str] = set()
+    queue = list(cited)
+    while queue:
+        nid = queue.pop(0)
+        if nid in seen or nid not in index.node_ids:
+            continue
+        seen.add(nid)
+        if dag.is_root(nid):
+            out.append(nid)
+            continue
+        text = dag.node(nid).text
+        markers = find_markers(text, rule, index.node_ids)
+        wanted = chosen.get(nid, frozenset())
+        if markers and wanted:
+            spans = sentence_spans(text)
+            markers = [m for m in markers if _sentence_of(spans, text, m) in wanted]
+        targets = [t for m in markers for ref in m.refs for t in index.resolve(ref)]
+        queue.extend(targets or dag.sources(nid))
+    return list(dict.fromkeys(out))
+
+
 def attach_citations(report: dict[str, Any], dag: Dag, spec: str | None) -> dict[str, Any]:
     """`report` (as `report.build_report` wrote it) with each claim's `citation` object and
     `summary.citations`, the counts per status; the report unchanged when `spec` is off."""
@@ -316,7 +362,7 @@ def attach_citations(report: dict[str, Any], dag: Dag, spec: str | None) -> dict
     spans = sentence_spans(text)
     index = SourceIndex.of(dag)
     by_sentence: dict[int, list[Marker]] = {}
-    for marker in find_markers(text, rule):
+    for marker in find_markers(text, rule, index.node_ids):
         at = _sentence_of(spans, text, marker)
         if at is not None:
             by_sentence.setdefault(at, []).append(marker)
@@ -335,6 +381,21 @@ def attach_citations(report: dict[str, Any], dag: Dag, spec: str | None) -> dict
             if not got:
                 unresolved.append(ref)
         cited = list(dict.fromkeys(cited))
+        # A cited node that is not a source (a summary the answer cites) is followed down to the
+        # sources its own markers name; the status is computed against those.
+        followed = cited
+        if any(not dag.is_root(n) for n in cited):
+            evidence_sentences: dict[str, set[int]] = {}
+            for it in c.iterations:
+                for ev in it.evidence:
+                    evidence_sentences.setdefault(ev.node_id, set()).add(ev.sentence_index)
+            followed = follow_citations(
+                dag,
+                index,
+                rule,
+                cited,
+                {k: frozenset(v) for k, v in evidence_sentences.items()},
+            )
         # Provenance is written for Fully Supported and Inconclusive claims only; the nodes
         # evidence was selected from, in any iteration, say where a Not Fully Supported
         # claim's partial evidence sits.
@@ -348,7 +409,7 @@ def attach_citations(report: dict[str, Any], dag: Dag, spec: str | None) -> dict
         status = citation_status(
             None if c.errored else c.verdict,
             has_markers=bool(markers),
-            cited=cited,
+            cited=followed,
             evidence_nodes=on_paths,
             evidence_roots=roots,
         )
@@ -363,6 +424,8 @@ def attach_citations(report: dict[str, Any], dag: Dag, spec: str | None) -> dict
         }
         if unresolved:
             entry["unresolved"] = unresolved
+        if followed is not cited:
+            entry["followed_nodes"] = followed
         claims.append({**raw, "citation": entry})
     out = dict(report)
     out["claims"] = claims
@@ -421,6 +484,9 @@ def citation_rows(report: ReportSource, limit: int = 20) -> list[tuple[str, str,
         cites = " ".join(ct.markers)
         if ct.cited_nodes:
             cites += " → " + ", ".join(ct.cited_nodes)
+        followed = (ct.model_extra or {}).get("followed_nodes")
+        if isinstance(followed, list) and followed != ct.cited_nodes:
+            cites += " ⇒ " + (", ".join(str(n) for n in followed) or "no source")
         if ct.unresolved:
             cites += " (names no source: " + ", ".join(ct.unresolved) + ")"
         rows.append((c.id, kind, shorten(cites, 90) if cites else "-"))
@@ -449,6 +515,7 @@ __all__ = [
     "citation_rows",
     "citation_status",
     "find_markers",
+    "follow_citations",
     "locate_claim",
     "miscited_gate",
     "parse_rule",
