@@ -10,7 +10,13 @@ Sources (benchmarks/injected/README.md says why these):
   (a chain of running summaries), through `veritrail from-booookscore`;
 * GraphRAG's index of *A Christmas Carol* (microsoft/graphrag @ 6dad6d2b, tests/verbs/data, MIT):
   community report 84 with its descriptions and text unit, through
-  `veritrail from-graphrag --terminal-report 84` (needs pyarrow).
+  `veritrail from-graphrag --terminal-report 84` (needs pyarrow);
+* an agent run: the chat transcript benchmarks/injected/sources/agent-booking.json (our own text:
+  a flight search and a booking, tool calls with their arguments and results) through the
+  conversation adapter (`veritrail check --conversation`'s DAG);
+* a cited answer: benchmarks/injected/sources/cited-answer.md (our own text, with [1] [2] [3]
+  markers) over three web articles that WiCE (Kamoi et al., EMNLP 2023; ryokamoi/wice @
+  ddeb6c18) ships as evidence, a few sentences of each: the citation kinds' material.
 
 Each source becomes one sub-folder written by `veritrail inject` with a fixed seed, so a rebuild
 gives byte-identical files (each sub-folder is replaced).
@@ -25,7 +31,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from veritrail.adapters.conversation import read_conversation
 from veritrail.cli.main import cli
+from veritrail.dag import Dag, save_dag
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = 39
@@ -33,6 +41,36 @@ SEED = 39
 BOOKS_HIER = ("catfish-rolling.epub", "the-survivalists.epub")
 BOOK_INC = "catfish-rolling.epub"
 GRAPHRAG_REPORT = "84"
+SOURCES = ROOT / "benchmarks" / "injected" / "sources"
+
+# The cited answer's sources, in marker order: (root id, WiCE dev claim id, evidence sentences).
+# Three articles on unrelated subjects, so that a marker moved to another source names one that
+# does not support the sentence.
+WICE_SOURCES = (
+    ("chimeras.txt", "dev03245", (12, 14, 15, 17, 21, 22, 26, 27, 28)),
+    ("portola.txt", "dev00624", (11, 13, 15, 16, 17, 24, 32, 33)),
+    ("registry.txt", "dev03598", (11, 12, 13, 14, 16, 17, 18, 22)),
+)
+
+
+def cited_dag(data: Path) -> Dag:
+    """The cited answer over its three WiCE evidence excerpts (roots), one stage above them."""
+    path = data / "wice" / "data" / "entailment_retrieval" / "claim" / "dev.jsonl"
+    rows = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        rows[row["meta"]["id"]] = row
+    records = [
+        {"id": nid, "text": " ".join(rows[cid]["evidence"][i] for i in picks), "sources": []}
+        for nid, cid, picks in WICE_SOURCES
+    ]
+    answer = (SOURCES / "cited-answer.md").read_text(encoding="utf-8").strip()
+    records.append({"id": "answer", "text": answer, "sources": [r["id"] for r in records]})
+    meta = {
+        "source": "WiCE evidence (dev " + ", ".join(c for _, c, _ in WICE_SOURCES) + ")",
+        "made_by": "benchmarks/build_injected.py",
+    }
+    return Dag.from_records(records, meta)
 
 
 def run(*args: str) -> None:
@@ -93,6 +131,14 @@ def main() -> None:
         doc["meta"]["graphrag"]["index_dir"] = "graphrag/tests_verbs_data"
         dag.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
         jobs.append((f"graphrag-report-{GRAPHRAG_REPORT}", dag, 8, ()))
+        # An agent run: the transcript's DAG as `check --conversation` builds it.
+        dag = t / "agent-booking.json"
+        save_dag(read_conversation(SOURCES / "agent-booking.json"), dag)
+        jobs.append(("agent-booking", dag, 16, ()))
+        # A cited answer: every kind, the citation kinds included (5 variants of each).
+        dag = t / "cited-wice.json"
+        save_dag(cited_dag(args.data), dag)
+        jobs.append(("cited-wice", dag, 30, ()))
         for folder, dag, n, extra in jobs:
             target = out / folder
             if target.exists():

@@ -35,16 +35,28 @@ def eval_json(target: Path, *methods: str) -> dict[str, Any]:
 def test_the_benchmark_holds_what_its_readme_says() -> None:
     manifests = sorted(BENCH.glob("*/injected.json"))
     assert [m.parent.name for m in manifests] == [
+        "agent-booking",
         "booookscore-hier-catfish-rolling",
         "booookscore-hier-the-survivalists",
         "booookscore-inc-catfish-rolling",
+        "cited-wice",
         "graphrag-report-84",
         "quickstart",
     ]
     variants = [v for m in manifests for v in json.loads(m.read_text("utf-8"))["variants"]]
-    assert len(variants) == 32
+    assert len(variants) == 78
+    # The citation kinds' material: the cited answer only, 5 variants of each citation kind.
+    cited = [json.loads(m.read_text("utf-8")) for m in manifests]
+    assert [m["source"]["name"] for m in cited if m.get("citations")] == ["cited-wice.json"]
+    kinds = [v["kind"] for v in variants if "citation" in v]
+    assert sorted(kinds) == ["dropped-citation"] * 5 + ["wrong-citation"] * 5
+    # The agent run's DAG is the conversation adapter's: tool calls with their arguments.
+    agent = json.loads((BENCH / "agent-booking" / "clean" / "dag.json").read_text("utf-8"))
+    texts = [n["text"] for n in agent["nodes"]]
+    assert any(t.startswith('Tool call book_flight(flight="LH 400"') for t in texts)
     size = sum(p.stat().st_size for p in BENCH.rglob("*") if p.is_file())
-    assert size < 400_000, "keep the committed benchmark small"
+    # 536 kB with the agent run and the cited answer (30 variants, each a full DAG copy).
+    assert size < 600_000, "keep the committed benchmark small"
 
 
 def test_slice_with_the_demonstration_model_and_the_stage_baseline() -> None:
@@ -76,6 +88,7 @@ def test_slice_with_the_demonstration_model_and_the_stage_baseline() -> None:
 @pytest.mark.skipif(
     not (SHARED / "booookscore").is_dir()
     or not (SHARED / "graphrag").is_dir()
+    or not (SHARED / "wice").is_dir()
     or importlib.util.find_spec("pyarrow") is None,
     reason="shared/data or pyarrow not present",
 )
@@ -98,4 +111,8 @@ def test_the_build_is_byte_identical(tmp_path: Path) -> None:
     def files(d: Path) -> dict[str, bytes]:
         return {p.relative_to(d).as_posix(): p.read_bytes() for p in d.rglob("*") if p.is_file()}
 
-    assert files(tmp_path) == {k: v for k, v in files(BENCH).items() if k != "README.md"}
+    # README.md and sources/ (the transcript and the cited answer) are inputs, not built.
+    built = {
+        k: v for k, v in files(BENCH).items() if k != "README.md" and not k.startswith("sources/")
+    }
+    assert files(tmp_path) == built

@@ -14,7 +14,9 @@ import click
 @click.option(
     "--kinds",
     multiple=True,
-    help="fabricated, entity-swap, number, negation (repeatable or comma-separated; default all).",
+    help="fabricated, entity-swap, number, negation, wrong-citation, dropped-citation "
+    "(repeatable or comma-separated; default all; the citation kinds only when the final output "
+    "carries citation markers).",
 )
 @click.option(
     "--stages",
@@ -71,6 +73,8 @@ def inject(
         if inj.skipped
         else ""
     )
+    if inj.not_applicable:
+        skipped += "; left out: " + ", ".join(f"{k.value} ({why})" for k, why in inj.not_applicable)
     click.echo(
         f"{len(inj.variants)} variant(s) of {Path(dag_path).name} written to {out_dir} "
         f"(manifest {manifest.name}){skipped}"

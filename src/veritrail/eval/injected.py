@@ -12,7 +12,18 @@ Per method, over the dataset of `eval.datasets.injected`:
   ``detail["blamed_nodes"]`` for the stage baseline);
 * **false alarms**: the share of untouched claims whose verdict differs from the same method's
   verdict on the same claim of the clean DAG;
-* calls and input/output tokens per claim (every claim it answered, the clean ones included).
+* calls and input/output tokens per claim (every claim it answered, the clean ones included);
+* **stage accuracy per DAG** (the sub-folders of a benchmark: the agent run's among them);
+* on the citation kinds (``wrong-citation``, ``dropped-citation``: gold Fully Supported with a
+  gold citation status), **citation-status accuracy**: the share whose citation status, computed
+  by `citations.attach_citations` exactly as ``--citations auto`` does, equals the gold status;
+  the share labelled Fully Supported; and **citation false alarms**: the share of untouched cited
+  claims (a marker in their sentence) whose status says the citation points away from the
+  evidence (*misattributed* or *cited source does not support it*). Only methods whose answers
+  carry VeriTrail's provenance (`ClaimResult`) have citation statuses; the others show "—".
+
+Recall, stage and node accuracy count the content kinds only (the citation kinds plant nothing
+unsupported).
 
 Every share comes with a 95% percentile bootstrap interval: a share k/n resampled is a binomial
 draw (`runs.diffstats.binomial`, seeded, the same on every platform).
@@ -25,15 +36,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..citations import AUTO, attach_citations
+from ..dag import load_dag
 from ..detectors.base import Detection
-from ..records import ClaimResult, ErrorStageStatus, Verdict
+from ..records import CitationStatus, ClaimResult, ErrorStageStatus, Verdict
 from ..report import blamed_nodes as report_blamed_nodes
 from ..report import claim_to_dict
 from ..runs.diffstats import binomial
-from .datasets.injected import ROLE
+from .datasets.injected import CITED_DAG, ROLE, SOURCE
 from .runner import EvalRun
 
 NFS = Verdict.NOT_FULLY_SUPPORTED
+FS = Verdict.FULLY_SUPPORTED
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +110,16 @@ class InjectedRow:
     too_late: Share
     node_exact: Share
     false_alarm: Share
+    stage_by_dag: dict[str, Share]
+    """Stage accuracy among the localised claims of each DAG (benchmark sub-folder)."""
+    citation_accuracy: Share | None
+    """Citation-status accuracy on the citation kinds' claims; None: the method gives no
+    citation status."""
+    citation_by_kind: dict[str, Share]
+    citation_labelled_fs: Share
+    """The share of the citation kinds' claims (true claims) labelled Fully Supported."""
+    citation_false_alarm: Share | None
+    """Untouched cited claims whose status is miscited; None: no citation status."""
     claims: int
     calls_per_claim: float
     input_tokens_per_claim: float
@@ -116,6 +140,17 @@ class InjectedRow:
             "too_late": self.too_late.to_json(),
             "node_accuracy": self.node_exact.to_json(),
             "false_alarm_rate": self.false_alarm.to_json(),
+            "stage_accuracy_by_dag": {k: s.to_json() for k, s in self.stage_by_dag.items()},
+            "citation_status_accuracy": (
+                self.citation_accuracy.to_json() if self.citation_accuracy else None
+            ),
+            "citation_status_accuracy_by_kind": {
+                k: s.to_json() for k, s in self.citation_by_kind.items()
+            },
+            "citation_claims_labelled_fully_supported": self.citation_labelled_fs.to_json(),
+            "citation_false_alarm_rate": (
+                self.citation_false_alarm.to_json() if self.citation_false_alarm else None
+            ),
             "claims": self.claims,
             "calls_per_claim": round(self.calls_per_claim, 4),
             "input_tokens_per_claim": round(self.input_tokens_per_claim, 2),
@@ -135,6 +170,10 @@ class InjectedSummary:
     by_stage: dict[int, int]
     rows: tuple[InjectedRow, ...]
     label: str | None = None
+    citation_by_kind: dict[str, int] | None = None
+    """Claims of each citation kind (none when the dataset has no cited DAG)."""
+    by_dag: dict[str, int] | None = None
+    """Injected claims of the content kinds per DAG."""
     """A note shown with the figures (a demonstration model's ``DEMO_LABEL``)."""
 
     def to_json(self) -> dict[str, Any]:
@@ -145,6 +184,8 @@ class InjectedSummary:
             "untouched_claims": self.untouched,
             "injected_by_kind": self.by_kind,
             "injected_by_stage": {str(k): v for k, v in self.by_stage.items()},
+            "injected_by_dag": self.by_dag or {},
+            "citation_claims_by_kind": self.citation_by_kind or {},
             **({"label": self.label} if self.label else {}),
             "methods": [r.to_json() for r in self.rows],
         }
@@ -164,7 +205,11 @@ def summarize_injected(
     `roots` and `terminals` give each item's root ids and terminal id (by item id), so the
     blamed nodes of VeriTrail follow the report's rule exactly.
     """
-    injected = [(k, g) for k, g in run.gold.items() if g.meta.get(ROLE) == "injected"]
+    planted = [(k, g) for k, g in run.gold.items() if g.meta.get(ROLE) == "injected"]
+    injected = [(k, g) for k, g in planted if "citation" not in g.meta]
+    cite_claims = [(k, g) for k, g in planted if "citation" in g.meta]
+    cite_kinds = sorted({str(g.meta["kind"]) for _, g in cite_claims})
+    dag_names = list(dict.fromkeys(str(g.meta.get(SOURCE, "")) for _, g in injected))
     untouched = [(k, g) for k, g in run.gold.items() if g.meta.get(ROLE) == "untouched"]
     kinds = sorted({str(g.meta["kind"]) for _, g in injected})
     stages = sorted({int(g.meta["stage"]) for _, g in injected})
@@ -193,6 +238,7 @@ def summarize_injected(
         exact = early = late = node_ok = 0
         localised = 0
         kind_exact: dict[str, list[int]] = {kind: [0, 0] for kind in kinds}
+        dag_exact: dict[str, list[int]] = {name: [0, 0] for name in dag_names}
         for k, g in injected:
             d = preds[k]
             if k not in caught or d.error_stage_status is not ErrorStageStatus.IDENTIFIED:
@@ -203,9 +249,11 @@ def summarize_injected(
             gold_stage = int(g.meta["stage"])
             named = set(d.error_stages)
             kind_exact[str(g.meta["kind"])][1] += 1
+            dag_exact[str(g.meta.get(SOURCE, ""))][1] += 1
             if named == {gold_stage}:
                 exact += 1
                 kind_exact[str(g.meta["kind"])][0] += 1
+                dag_exact[str(g.meta.get(SOURCE, ""))][0] += 1
             elif min(named) < gold_stage:
                 early += 1
             else:
@@ -223,6 +271,27 @@ def summarize_injected(
                 continue
             compared += 1
             changed += mine.verdict != clean.verdict
+        statuses = citation_statuses(run, m)
+        if statuses is None:
+            cite_acc: Share | None = None
+            cite_alarm: Share | None = None
+            cite_by_kind: dict[str, Share] = {}
+        else:
+            ok = [k for k, g in cite_claims if _status_value(statuses.get(k)) == g.meta["citation"]]
+            cite_acc = s(len(ok), len(cite_claims))
+            cite_by_kind = {
+                kind: s(
+                    sum(1 for k, g in cite_claims if g.meta["kind"] == kind and k in ok),
+                    sum(1 for _, g in cite_claims if g.meta["kind"] == kind),
+                )
+                for kind in cite_kinds
+            }
+            marked = [
+                statuses[k]
+                for k, g in untouched
+                if statuses.get(k) not in (None, CitationStatus.UNCITED)
+            ]
+            cite_alarm = s(sum(1 for st in marked if st is not None and st.miscited), len(marked))
         n = max(1, len(preds))
         rows.append(
             InjectedRow(
@@ -237,6 +306,13 @@ def summarize_injected(
                 too_late=s(late, localised),
                 node_exact=s(node_ok, localised),
                 false_alarm=s(changed, compared),
+                stage_by_dag={name: s(k_, n_) for name, (k_, n_) in dag_exact.items()},
+                citation_accuracy=cite_acc,
+                citation_by_kind=cite_by_kind,
+                citation_labelled_fs=s(
+                    sum(1 for k, _ in cite_claims if preds[k].verdict == FS), len(cite_claims)
+                ),
+                citation_false_alarm=cite_alarm,
                 claims=len(preds),
                 calls_per_claim=sum(p.lm_calls for p in preds.values()) / n,
                 input_tokens_per_claim=sum(p.input_tokens for p in preds.values()) / n,
@@ -252,7 +328,47 @@ def summarize_injected(
         by_stage={st: sum(1 for _, g in injected if g.meta["stage"] == st) for st in stages},
         rows=tuple(rows),
         label=label,
+        citation_by_kind=(
+            {kind: sum(1 for _, g in cite_claims if g.meta["kind"] == kind) for kind in cite_kinds}
+            if any(CITED_DAG in g.meta for g in run.gold.values())
+            else None
+        ),
+        by_dag={
+            name: sum(1 for _, g in injected if str(g.meta.get(SOURCE, "")) == name)
+            for name in dag_names
+        },
     )
+
+
+def _status_value(status: CitationStatus | None) -> str | None:
+    return status.value if status is not None else None
+
+
+def citation_statuses(run: EvalRun, method: str) -> dict[str, CitationStatus | None] | None:
+    """Each cited claim's citation status under `method` (claim key → status; None for a claim
+    with no verdict), computed by `citations.attach_citations` (``--citations auto``) on the
+    claim's DAG; None when the method gives no citation status (its answers carry no
+    VeriTrail provenance)."""
+    preds = run.predictions[method]
+    groups: dict[str, list[str]] = {}
+    for k, g in run.gold.items():
+        path = g.meta.get(CITED_DAG)
+        if path and k in preds:
+            groups.setdefault(str(path), []).append(k)
+    if not any(isinstance(preds[k].native, ClaimResult) for keys in groups.values() for k in keys):
+        return None
+    out: dict[str, CitationStatus | None] = {}
+    for path, keys in groups.items():
+        answered = [k for k in keys if isinstance(preds[k].native, ClaimResult)]
+        out.update({k: None for k in keys})
+        if not answered:
+            continue
+        report = {"claims": [claim_to_dict(preds[k].native) for k in answered]}
+        checked = attach_citations(report, load_dag(path), AUTO)
+        for k, claim in zip(answered, checked["claims"], strict=True):
+            kind = claim["citation"]["kind"]
+            out[k] = CitationStatus(kind) if kind is not None else None
+    return out
 
 
 def blamed_nodes(d: Detection, roots: frozenset[str], terminal: str | None) -> tuple[str, ...]:
@@ -338,12 +454,61 @@ def stage_rows(summary: InjectedSummary) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def dag_stage_rows(summary: InjectedSummary) -> tuple[list[str], list[list[str]]]:
+    """Stage accuracy per DAG (methods that name a stage only)."""
+    names = list(summary.by_dag or {})
+    header = ["method", *names]
+    rows = [
+        [r.method, *(_fmt(r.stage_by_dag[n], ci=False) for n in names)]
+        for r in summary.rows
+        if r.localised
+    ]
+    return header, rows
+
+
+def citation_rows(summary: InjectedSummary) -> tuple[list[str], list[list[str]]]:
+    """The citation table: citation-status accuracy (overall with its interval, per citation
+    kind), the share of those true claims labelled Fully Supported, citation false alarms."""
+    kinds = list(summary.citation_by_kind or {})
+    header = [
+        "method",
+        "citation-status acc.",
+        *kinds,
+        "labelled Fully Supported",
+        "citation false alarms",
+    ]
+
+    def opt(x: Share | None, *, ci: bool = True) -> str:
+        return "—" if x is None else _fmt(x, ci=ci)
+
+    rows = [
+        [
+            r.method,
+            opt(r.citation_accuracy),
+            *(
+                opt(r.citation_by_kind.get(k) if r.citation_accuracy else None, ci=False)
+                for k in kinds
+            ),
+            _fmt(r.citation_labelled_fs, ci=False),
+            opt(r.citation_false_alarm),
+        ]
+        for r in summary.rows
+    ]
+    return header, rows
+
+
 def _caption(summary: InjectedSummary) -> str:
     kinds = ", ".join(f"{k} {n}" for k, n in summary.by_kind.items())
     stages = ", ".join(f"stage {s}: {n}" for s, n in summary.by_stage.items())
+    cites = ", ".join(f"{k} {n}" for k, n in (summary.citation_by_kind or {}).items())
     text = (
         f"{summary.dataset}: {summary.injected} injected claims ({kinds}; {stages}), "
-        f"{summary.untouched} untouched claims; 95% bootstrap intervals"
+        + (
+            f"{sum((summary.citation_by_kind or {}).values())} citation claims ({cites}), "
+            if cites
+            else ""
+        )
+        + f"{summary.untouched} untouched claims; 95% bootstrap intervals"
     )
     return text + (f" — verdicts: {summary.label}" if summary.label else "")
 
@@ -364,6 +529,8 @@ def render_markdown(summary: InjectedSummary) -> str:
         + md(*recall_rows(summary))
         + "\n"
         + md(*stage_rows(summary))
+        + ("\n" + md(*dag_stage_rows(summary)) if len(summary.by_dag or {}) > 1 else "")
+        + ("\n" + md(*citation_rows(summary)) if summary.citation_by_kind is not None else "")
     )
 
 
@@ -380,11 +547,22 @@ def render_terminal(summary: InjectedSummary) -> Any:
             t.add_row(*row)
         return t
 
-    return Group(
+    parts = [
         table(_caption(summary), *table_rows(summary)),
         table("recall of injected claims per kind and per gold stage", *recall_rows(summary)),
         table("stage accuracy per kind (localised claims)", *stage_rows(summary)),
-    )
+    ]
+    if len(summary.by_dag or {}) > 1:
+        parts.append(table("stage accuracy per DAG (localised claims)", *dag_stage_rows(summary)))
+    if summary.citation_by_kind is not None:
+        parts.append(
+            table(
+                "citations: status accuracy on the citation kinds, false alarms on untouched "
+                "cited claims",
+                *citation_rows(summary),
+            )
+        )
+    return Group(*parts)
 
 
 __all__ = [
@@ -392,6 +570,9 @@ __all__ = [
     "InjectedSummary",
     "Share",
     "blamed_nodes",
+    "citation_rows",
+    "citation_statuses",
+    "dag_stage_rows",
     "render_markdown",
     "render_terminal",
     "share",

@@ -34,8 +34,18 @@ from typing import Any
 from ..dag import Dag, Node, save_dag
 from ..errors import InputProblem
 from ..method.segment import sentence_spans, split_sentences
-from ..records import Verdict
-from .perturb import Kind, Vocabulary, perturb
+from ..records import CitationStatus, Verdict
+from .cite import (
+    GOLD_STATUS,
+    CitedSentence,
+    apply_edits,
+    cited_sentences,
+    dropped_citation,
+    is_footnote_definition,
+    strip_markers,
+    wrong_citation,
+)
+from .perturb import CITATION_KINDS, Kind, Vocabulary, perturb
 
 MANIFEST = "injected.json"
 """The manifest's file name in an injection directory."""
@@ -71,6 +81,11 @@ class Variant:
     dag: Dag
     untouched: tuple[str, ...]
     """Ids of the clean claims (terminal sentences) still in the variant's terminal verbatim."""
+    claim: str = ""
+    """The injected claim's text: `injected` without its citation markers (`cite.strip_markers`;
+    the same text when it has none)."""
+    citation: CitationStatus | None = None
+    """A citation kind's gold citation status (*misattributed*, *uncited*); None otherwise."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +101,12 @@ class Injection:
     variants: tuple[Variant, ...]
     skipped: tuple[tuple[Kind, int], ...]
     """(kind, stage) pairs that applied to no sentence of that stage."""
+    not_applicable: tuple[tuple[Kind, str], ...] = ()
+    """(kind, why) of the asked kinds that cannot apply to this DAG at all (the citation kinds
+    on a final output with no citation marker): left out of `kinds`."""
+    citations: bool = False
+    """Whether the final output carries citation markers naming the DAG's sources (so
+    ``veritrail eval`` checks citations on it)."""
 
 
 def injectable_stages(dag: Dag) -> list[int]:
@@ -179,14 +200,52 @@ def _carry(dag: Dag, path: Sequence[str], at: tuple[int, int], kind: Kind, new: 
     return Dag.from_records(out.to_records(), dict(dag.meta))
 
 
+def _terminal_claims(dag: Dag) -> tuple[tuple[str, str, str], ...]:
+    """(id, sentence as written, claim text) of each distinct claim of the terminal: its
+    sentences without their citation markers (footnote definition lines are no claims)."""
+    seen: dict[str, tuple[str, str]] = {}
+    for raw in split_sentences(dag.node(dag.terminal).text):
+        raw = raw.strip()
+        if not raw or is_footnote_definition(raw):
+            continue
+        text = strip_markers(raw)
+        if text and text not in seen:
+            seen[text] = (f"t{len(seen) + 1}", raw)
+    return tuple((cid, raw, text) for text, (cid, raw) in seen.items())
+
+
 def clean_claims(dag: Dag) -> tuple[tuple[str, str], ...]:
-    """The terminal's distinct sentences as claims ``t1``, ``t2``, … (file order)."""
-    seen: dict[str, str] = {}
-    for s in split_sentences(dag.node(dag.terminal).text):
-        s = s.strip()
-        if s and s not in seen:
-            seen[s] = f"t{len(seen) + 1}"
-    return tuple((cid, text) for text, cid in seen.items())
+    """The terminal's distinct sentences, without citation markers, as claims ``t1``, ``t2``, …
+    (file order)."""
+    return tuple((cid, text) for cid, _, text in _terminal_claims(dag))
+
+
+_MASK = 0xE000  # private-use characters: no word, digit or name regex of `perturb` matches one
+
+
+def _perturb_masked(
+    kind: Kind, sentence: str, vocab: Vocabulary, rng: random.Random, context: str
+) -> str | None:
+    """`perturb`, with the sentence's citation markers hidden from it (``number`` must not turn
+    ``[1]`` into ``[3]``: that is a citation change) and put back after."""
+    from ..citations import AUTO, CitationRule, find_markers
+
+    markers = find_markers(sentence, CitationRule(AUTO))
+    if not markers or kind is Kind.FABRICATED:  # a fabricated sentence is new: no marker in it
+        return perturb(kind, sentence, vocab, rng, context)
+    masked, pos = [], 0
+    for i, m in enumerate(markers):
+        masked += [sentence[pos : m.start], chr(_MASK + i)]
+        pos = m.end
+    masked.append(sentence[pos:])
+    out = perturb(kind, "".join(masked), vocab, rng, context)
+    if out is None:
+        return None
+    for i, m in enumerate(markers):
+        if out.count(chr(_MASK + i)) != 1:
+            return None
+        out = out.replace(chr(_MASK + i), m.text)
+    return out
 
 
 def make_variants(
@@ -213,9 +272,23 @@ def make_variants(
             f"stage(s) {', '.join(map(str, bad))} hold no node above the sources "
             f"(injectable stages: {', '.join(map(str, possible))})"
         )
-    claims = clean_claims(dag)
+    claims = _terminal_claims(dag)
     if not claims:
         raise InjectError(f"the final output {dag.terminal!r} has no sentence to check")
+    cited = cited_sentences(dag)
+    asked = tuple(kinds)
+    not_applicable: list[tuple[Kind, str]] = []
+    if not cited:
+        why = "the final output has no citation marker naming a source"
+        not_applicable = [(k, why) for k in asked if k in CITATION_KINDS]
+        kinds = tuple(k for k in asked if k not in CITATION_KINDS)
+        if not kinds:
+            names = ", ".join(k.value for k in asked)
+            raise InjectError(
+                f"{names}: only for a DAG whose final output carries citation markers ([1], "
+                f"[^1], 【1】, links, (Source: name)) naming its sources; {dag.terminal!r} has none"
+            )
+    terminal_stage = dag.node(dag.terminal).stage
     vocab = Vocabulary.of_texts(n.text for n in dag)
     all_text = "\n".join(node.text for node in dag)
     combos = [(k, s) for s in chosen for k in kinds]
@@ -230,6 +303,17 @@ def make_variants(
         if (kind, stage) in dead:
             continue
         rng = _rng(seed, len(variants), kind.value, stage)
+        if kind in CITATION_KINDS:
+            cite_made = (
+                _cite_variant(dag, cited, kind, rng, used) if stage == terminal_stage else None
+            )
+            if cite_made is None:
+                dead.add((kind, stage))
+                continue
+            variants.append(
+                _cite_finish(dag, claims, kind, cite_made, len(variants), max_untouched, rng)
+            )
+            continue
         nodes = list(by_stage[stage])
         rng.shuffle(nodes)
         made = None
@@ -242,7 +326,7 @@ def make_variants(
                     continue
                 a, b = spans[i]
                 sentence = node.text[a:b]
-                new = perturb(kind, sentence, vocab, rng, node.text)
+                new = _perturb_masked(kind, sentence, vocab, rng, node.text)
                 if new is None or new in all_text:
                     continue
                 used.add((node.id, i, kind))
@@ -256,8 +340,9 @@ def make_variants(
         node, span, sentence, new = made
         path = _path_to_terminal(dag, node.id)
         variant_dag = _carry(dag, path, span, kind, new)
-        kept = set(split_sentences(variant_dag.node(dag.terminal).text))
-        untouched = [cid for cid, text in claims if text in kept and text != new]
+        kept = {s.strip() for s in split_sentences(variant_dag.node(dag.terminal).text)}
+        claim = strip_markers(new)
+        untouched = [cid for cid, raw, text in claims if raw in kept and text != claim]
         if max_untouched is not None and len(untouched) > max_untouched:
             picked = set(rng.sample(untouched, max_untouched))
             untouched = [c for c in untouched if c in picked]
@@ -272,6 +357,7 @@ def make_variants(
                 path=path,
                 dag=variant_dag,
                 untouched=tuple(untouched),
+                claim=claim,
             )
         )
     if not variants:
@@ -284,9 +370,82 @@ def make_variants(
         seed=seed,
         kinds=tuple(kinds),
         stages=tuple(chosen),
-        clean_claims=claims,
+        clean_claims=tuple((cid, text) for cid, _, text in claims),
         variants=tuple(variants),
         skipped=tuple(sorted(dead, key=lambda ks: (ks[1], ks[0].value))),
+        not_applicable=tuple(not_applicable),
+        citations=bool(cited),
+    )
+
+
+def _cite_variant(
+    dag: Dag,
+    cited: tuple[CitedSentence, ...],
+    kind: Kind,
+    rng: random.Random,
+    used: set[tuple[str, int, Kind]],
+) -> tuple[CitedSentence, list[tuple[int, int, str]]] | None:
+    """A cited sentence of the terminal (seeded pick) and the marker edits of `kind` on it."""
+    order = list(range(len(cited)))
+    rng.shuffle(order)
+    for i in order:
+        if (dag.terminal, i, kind) in used:
+            continue
+        cs = cited[i]
+        if kind is Kind.WRONG_CITATION:
+            edit = wrong_citation(dag, cs, rng)
+            edits = [edit] if edit is not None else []
+        else:
+            edits = dropped_citation(dag, cs)
+        if edits:
+            used.add((dag.terminal, i, kind))
+            return cs, edits
+    return None
+
+
+def _cite_finish(
+    dag: Dag,
+    claims: Sequence[tuple[str, str, str]],
+    kind: Kind,
+    made: tuple[CitedSentence, list[tuple[int, int, str]]],
+    index: int,
+    max_untouched: int | None,
+    rng: random.Random,
+) -> Variant:
+    """The variant of a citation kind: only the terminal's markers change (stage and node: the
+    terminal's, where the change is); its claim keeps the clean sentence's text."""
+    cs, edits = made
+    text = dag.node(dag.terminal).text
+    a = min(cs.start, *(e[0] for e in edits))
+    b = max(cs.end, *(e[1] for e in edits))
+    original = text[a:b].strip()
+    changed = apply_edits(text[a:b], [(s - a, e - a, new) for s, e, new in edits]).strip()
+    nodes = {
+        n.id: Node(
+            n.id, apply_edits(text, edits) if n.id == dag.terminal else n.text, n.sources, n.stage
+        )
+        for n in dag
+    }
+    out = Dag(nodes, dag.terminal, dict(dag.meta), stages_given=True)
+    variant_dag = Dag.from_records(out.to_records(), dict(dag.meta))
+    claim = strip_markers(text[cs.start : cs.end].strip())
+    kept = {s.strip() for s in split_sentences(variant_dag.node(dag.terminal).text)}
+    untouched = [cid for cid, raw, t in claims if raw in kept and t != claim]
+    if max_untouched is not None and len(untouched) > max_untouched:
+        picked = set(rng.sample(untouched, max_untouched))
+        untouched = [c for c in untouched if c in picked]
+    return Variant(
+        id=f"v{index + 1:03d}",
+        kind=kind,
+        stage=dag.node(dag.terminal).stage,
+        node=dag.terminal,
+        original=original,
+        injected=changed,
+        path=(dag.terminal,),
+        dag=variant_dag,
+        untouched=tuple(untouched),
+        claim=claim,
+        citation=GOLD_STATUS[kind],
     )
 
 
@@ -314,16 +473,23 @@ def write_injection(inj: Injection, out: str | Path, *, source_name: str = "dag.
         d = base / v.id
         d.mkdir()
         save_dag(v.dag, d / "dag.json")
-        claims = [(INJECTED_CLAIM_ID, v.injected), *((c, clean_text[c]) for c in v.untouched)]
+        claims = [
+            (INJECTED_CLAIM_ID, v.claim or v.injected),
+            *((c, clean_text[c]) for c in v.untouched),
+        ]
         (d / "claims.json").write_text(_dump(_claims_doc(claims)), encoding="utf-8")
+        # A citation kind's claim is true (only its marker moved): Fully Supported, and its
+        # citation status is what is measured.
+        label = Verdict.FULLY_SUPPORTED if v.citation is not None else Verdict.NOT_FULLY_SUPPORTED
         gold = {
             "claims": [
                 {
                     "id": INJECTED_CLAIM_ID,
-                    "label": Verdict.NOT_FULLY_SUPPORTED.value,
+                    "label": label.value,
                     "kind": v.kind.value,
                     "stage": v.stage,
                     "node": v.node,
+                    **({"citation": v.citation.value} if v.citation is not None else {}),
                 },
                 *({"id": c, "label": None, "clean_claim": c} for c in v.untouched),
             ]
@@ -338,6 +504,7 @@ def write_injection(inj: Injection, out: str | Path, *, source_name: str = "dag.
                 "path": list(v.path),
                 "original": v.original,
                 "injected": v.injected,
+                **({"citation": v.citation.value} if v.citation is not None else {}),
                 "untouched": list(v.untouched),
                 "dag": f"{v.id}/dag.json",
                 "claims": f"{v.id}/claims.json",
@@ -356,6 +523,12 @@ def write_injection(inj: Injection, out: str | Path, *, source_name: str = "dag.
         },
         "seed": inj.seed,
         "kinds": [k.value for k in inj.kinds],
+        **(
+            {"not_applicable": [{"kind": k.value, "why": why} for k, why in inj.not_applicable]}
+            if inj.not_applicable
+            else {}
+        ),
+        **({"citations": "auto"} if inj.citations else {}),
         "stages": list(inj.stages),
         "clean": {"dag": "clean/dag.json", "claims": "clean/claims.json"},
         "skipped": [{"kind": k.value, "stage": s} for k, s in inj.skipped],

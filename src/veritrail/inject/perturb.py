@@ -13,6 +13,9 @@ the same inputs and seed give the same sentence on every machine.
 * ``negation`` — an auxiliary verb negated (``was`` → ``was not``), or an existing negation
   removed (``did not`` → ``did``).
 
+The citation kinds (``wrong-citation``, ``dropped-citation``) change markers, not sentences:
+`inject.cite` makes them.
+
 The templates of ``fabricated`` are ours; none comes from a paper or a dataset.
 """
 
@@ -32,6 +35,24 @@ class Kind(StrEnum):
     ENTITY_SWAP = "entity-swap"
     NUMBER = "number"
     NEGATION = "negation"
+    WRONG_CITATION = "wrong-citation"
+    DROPPED_CITATION = "dropped-citation"
+
+    @property
+    def is_citation(self) -> bool:
+        """A citation kind: the final output's markers change, its content does not
+        (`inject.cite`; gold Fully Supported with a citation status)."""
+        return self in CITATION_KINDS
+
+
+CONTENT_KINDS = (Kind.FABRICATED, Kind.ENTITY_SWAP, Kind.NUMBER, Kind.NEGATION)
+"""The kinds that plant unsupported content (gold Not Fully Supported, a stage and a node)."""
+
+CITATION_KINDS = (Kind.WRONG_CITATION, Kind.DROPPED_CITATION)
+"""The kinds that change only the final output's citation markers: ``wrong-citation`` (a
+sentence's marker now names another source that does not support it: gold *misattributed*) and
+``dropped-citation`` (a sentence's markers removed: gold *uncited*). They apply only to a DAG
+whose final output carries markers (docs/inject.md)."""
 
 
 # Capitalised words that begin sentences or clauses without naming anything: a capitalised
@@ -136,6 +157,27 @@ _NOT_NAMES = frozenset(
         "summary",
         "community",
         "report",
+        # Months and weekdays are capitalised mid-sentence without naming anyone: a swap of
+        # "Frankfurt" for "May" is no entity swap.
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
     ]
 )
 
@@ -355,9 +397,20 @@ perturbed sentence, or None when the kind does not apply."""
 def perturb(
     kind: Kind, sentence: str, vocab: Vocabulary, rng: random.Random, context: str = ""
 ) -> str | None:
-    """The perturbed sentence of `kind`, or None when the kind does not apply to `sentence`."""
+    """The perturbed sentence of `kind`, or None when the kind does not apply to `sentence`
+    (a citation kind never does: `inject.cite` changes markers)."""
+    if kind not in PERTURBATIONS:
+        return None
     out = PERTURBATIONS[kind](sentence, vocab, rng, context)
     return out if out and out.strip() != sentence.strip() else None
 
 
-__all__ = ["PERTURBATIONS", "Kind", "Vocabulary", "names_in", "perturb"]
+__all__ = [
+    "CITATION_KINDS",
+    "CONTENT_KINDS",
+    "PERTURBATIONS",
+    "Kind",
+    "Vocabulary",
+    "names_in",
+    "perturb",
+]

@@ -8,6 +8,12 @@ directories (each sub-folder holding a manifest, as the shipped benchmark does).
 * one ``clean`` item per manifest: the clean DAG with every clean claim some variant left
   untouched, so each method's verdict on the clean DAG is computed once, by the same run.
 
+A variant of a citation kind (``wrong-citation``, ``dropped-citation``) changed only the final
+output's markers: its injected claim is gold Fully Supported with a gold citation status
+(meta ``citation``). When the manifest says the final output carries markers (``"citations"``),
+every claim's meta names its DAG file (``dag``) so that `eval.injected` can check citations on
+it as ``--citations auto`` does.
+
 An untouched claim has no gold verdict of its own: its label here is a placeholder (Fully
 Supported) that `eval.injected` never reads; it compares the method's verdict with the same
 method's verdict on the clean item's claim named in the meta (``clean``).
@@ -28,6 +34,13 @@ INJECTED_SOURCE = "injected"
 
 ROLE = "role"
 """`GoldClaim.meta` key: ``injected``, ``untouched`` or ``clean``."""
+
+CITED_DAG = "cited_dag"
+"""`GoldClaim.meta` key: the DAG file of a claim whose final output carries citation markers."""
+
+SOURCE = "dag"
+"""`GoldClaim.meta` key: which injected DAG the claim belongs to (the sub-folder, or the
+source DAG's name for a single injection directory)."""
 
 
 def is_injected(spec: str) -> bool:
@@ -64,6 +77,15 @@ def _claims(path: Path) -> dict[str, str]:
         raise DatasetError(f"{path}: unreadable claims file ({exc})") from None
 
 
+def _extra(name: str, cited_dag: Path | None) -> dict[str, Any]:
+    """The meta every claim of one DAG carries: its DAG's name, and the DAG file when its final
+    output carries citation markers."""
+    out: dict[str, Any] = {SOURCE: name}
+    if cited_dag is not None:
+        out[CITED_DAG] = str(cited_dag.resolve())
+    return out
+
+
 def injected_dataset(path: str | Path) -> EvalDataset:
     """The variants and clean DAGs of an injection directory (or a folder of them)."""
     base = Path(path)
@@ -79,21 +101,28 @@ def injected_dataset(path: str | Path) -> EvalDataset:
         prefix = "" if root == base else root.relative_to(base).as_posix() + "/"
         clean_id = f"{prefix}clean"
         clean_text = _claims(root / doc["clean"]["claims"])
+        cited = bool(doc.get("citations"))
+        name = prefix.rstrip("/") or str(doc["source"].get("name") or base.name)
+
         needed: dict[str, None] = {}
         variant_items: list[EvalItem] = []
         try:
             for v in doc["variants"]:
                 texts = _claims(root / v["claims"])
                 vid = f"{prefix}{v['id']}"
+                citation = v.get("citation")
                 injected = GoldClaim(
                     "injected",
                     texts["injected"],
-                    Verdict.NOT_FULLY_SUPPORTED,
+                    # A citation kind's claim is true: only its marker changed.
+                    Verdict.FULLY_SUPPORTED if citation else Verdict.NOT_FULLY_SUPPORTED,
                     meta={
                         ROLE: "injected",
                         "kind": v["kind"],
                         "stage": int(v["stage"]),
                         "node": v["node"],
+                        **({"citation": str(citation)} if citation else {}),
+                        **_extra(name, root / v["dag"] if cited else None),
                     },
                 )
                 untouched = []
@@ -104,7 +133,11 @@ def injected_dataset(path: str | Path) -> EvalDataset:
                             cid,
                             texts[cid],
                             Verdict.FULLY_SUPPORTED,  # placeholder: see the module docstring
-                            meta={ROLE: "untouched", "clean": claim_key(clean_id, cid)},
+                            meta={
+                                ROLE: "untouched",
+                                "clean": claim_key(clean_id, cid),
+                                **_extra(name, root / v["dag"] if cited else None),
+                            },
                         )
                     )
                 variant_items.append(
@@ -125,7 +158,15 @@ def injected_dataset(path: str | Path) -> EvalDataset:
                 EvalItem(
                     clean_id,
                     tuple(
-                        GoldClaim(c, clean_text[c], Verdict.FULLY_SUPPORTED, meta={ROLE: "clean"})
+                        GoldClaim(
+                            c,
+                            clean_text[c],
+                            Verdict.FULLY_SUPPORTED,
+                            meta={
+                                ROLE: "clean",
+                                **_extra(name, root / doc["clean"]["dag"] if cited else None),
+                            },
+                        )
                         for c in needed
                     ),
                     dag_paths=(str((root / doc["clean"]["dag"]).resolve()),),
@@ -140,4 +181,4 @@ def injected_dataset(path: str | Path) -> EvalDataset:
     )
 
 
-__all__ = ["INJECTED_SOURCE", "ROLE", "injected_dataset", "is_injected"]
+__all__ = ["CITED_DAG", "INJECTED_SOURCE", "ROLE", "SOURCE", "injected_dataset", "is_injected"]
