@@ -11,6 +11,7 @@ else, and a prediction is the detector's `Detection`.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 import time
 from collections import Counter
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..detectors.base import Detection, Detector, check_detections
-from ..display import CallTotals, fmt_duration, fmt_int
+from ..display import CallLike, CallTotals, fmt_duration, fmt_int
 from ..method.segment import SentenceIndex
 from ..records import ErrorStageStatus
 from .datasets import EvalDataset, GoldClaim, claim_key
@@ -55,6 +56,17 @@ Progress = Callable[[str, int, int], None]
 """Called as (method name, items that method has finished, items total), each time a method
 finishes an item."""
 
+_PAIR: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar(
+    "veritrail_eval_pair", default=None
+)
+"""The (method, item index) that `run_eval` is running in this task. The methods share one model,
+so a call event does not say whose it is; the detector's calls run in the task (or in tasks it
+starts, which copy the context) that set this, so `EvalProgress` can count calls per method."""
+
+ETA_WEIGHT = 0.5
+"""Weight of a fresh time-left estimate against the counted-down previous one, at each
+finished (item, method) pair (as `verify`'s progress does)."""
+
 
 @dataclass
 class EvalProgress(CallTotals):
@@ -62,8 +74,25 @@ class EvalProgress(CallTotals):
 
     Feeds: `item_done` (the `progress` callback of `run_eval`) and `call` (the model's
     `on_call`, one event per call, response-cache hits included). Everything runs on the event
-    loop's thread, so no locking. The estimate of the time left assumes the (item, method) pairs
-    still to do take as long as the finished ones did on average.
+    loop's thread, so no locking.
+
+    The time left is counted in model calls, not in (item, method) pairs: methods differ ten
+    times in cost (direct verification makes one call a claim, VeriTrail about five), so the
+    pace of pairs swung with whichever method had just finished one. It is
+
+        seconds per call × Σ over methods (calls that method's unfinished pairs still need)
+
+    where a method's calls per pair are the mean of its finished pairs (measured, not
+    predicted: `run.estimate` predicts VeriTrail's loop only, and the baselines' costs are
+    what they are), a pair in flight still needs that mean less the calls it made (at least
+    one), and the seconds per call are measured from the model's first answer — starting the
+    model and reading the dataset happen before it, once — over the calls the model answered
+    since (response-cache hits take no time and are left out; the calls left are assumed not
+    cached). None until it has a basis: every method with pairs left has finished one, and the
+    model answered a call after its first. Recomputed when a pair finishes, averaged with the
+    counted-down previous estimate, counted down in between, and none when the countdown runs
+    out, until the next pair finishes. An eval whose methods make no model call (the gold
+    oracle, the NLI baseline) is paced by its finished pairs instead.
     """
 
     methods: Sequence[str]
@@ -71,29 +100,103 @@ class EvalProgress(CallTotals):
     clock: Callable[[], float] = time.monotonic
     done: dict[str, int] = field(default_factory=dict)
     started: float = field(default=0.0)
+    _work_t0: float | None = field(default=None, init=False, repr=False)
+    """When the model first answered a call (not from the response cache): the pace is
+    measured from it."""
+    _paid_calls: int = field(default=0, init=False, repr=False)
+    """Calls the model answered (not from the response cache), the first included."""
+    _pair_calls: Counter[tuple[str, int]] = field(default_factory=Counter, init=False, repr=False)
+    """Calls answered so far for each (method, item) pair in flight."""
+    _method_calls: Counter[str] = field(default_factory=Counter, init=False, repr=False)
+    """Calls of each method's finished pairs."""
+    _method_pairs: Counter[str] = field(default_factory=Counter, init=False, repr=False)
+    """Finished pairs of each method whose calls were counted."""
+    _eta_at: tuple[float, float] | None = field(default=None, init=False, repr=False)
+    """(clock, seconds left) at the last finished pair: the countdown's anchor."""
 
     def __post_init__(self) -> None:
         self.started = self.clock()
         for m in self.methods:
             self.done.setdefault(m, 0)
 
+    def call(self, event: CallLike) -> None:
+        """`Model(on_call=...)` hook: count the call, and for the estimate its method's pair."""
+        super().call(event)
+        if event.error is not None:
+            return
+        if not event.cached:
+            if self._work_t0 is None:
+                self._work_t0 = self.clock()
+            self._paid_calls += 1
+        pair = _PAIR.get()
+        if pair is not None:
+            self._pair_calls[pair] += 1
+
     def item_done(self, method: str, done: int, total: int) -> None:
         """`run_eval(progress=...)` hook."""
         self.done[method] = done
         self.items = total
+        pair = _PAIR.get()
+        if pair is not None and pair[0] == method:
+            self._method_calls[method] += self._pair_calls.pop(pair, 0)
+            self._method_pairs[method] += 1
+        self._update_eta()
 
     @property
     def elapsed(self) -> float:
         """Seconds since the eval started."""
         return self.clock() - self.started
 
-    def eta(self) -> float | None:
-        """Seconds left, from the pace of the (item, method) pairs finished so far."""
-        finished = sum(self.done.values())
-        left = self.items * len(self.methods) - finished
-        if finished <= 0 or left <= 0:
+    def calls_left(self) -> float | None:
+        """Model calls the unfinished (item, method) pairs still need, or None while a method
+        with pairs left has finished none (no measure of its cost yet)."""
+        left = 0.0
+        for m in self.methods:
+            pairs_left = self.items - self.done.get(m, 0)
+            if pairs_left <= 0:
+                continue
+            if self._method_pairs[m] <= 0:
+                return None
+            mean = self._method_calls[m] / self._method_pairs[m]
+            flying = [n for (pm, _), n in self._pair_calls.items() if pm == m]
+            floor = 1.0 if mean > 0 else 0.0  # a method that makes calls needs one more
+            left += sum(max(floor, mean - n) for n in flying)
+            left += max(0, pairs_left - len(flying)) * mean
+        return left
+
+    def _fresh_eta(self, now: float) -> float | None:
+        """Seconds left by the measures of this moment (see the class's doc), or None."""
+        calls_left = self.calls_left()
+        if calls_left is None:
             return None
-        return self.elapsed / finished * left
+        if self._paid_calls > 1 and self._work_t0 is not None:
+            # The first answer's own time is part of the start-up: paced from it on.
+            return (now - self._work_t0) / (self._paid_calls - 1) * calls_left
+        if self.calls == 0 and self.failed_calls == 0:
+            # No model calls at all (oracle, NLI): the pace of the finished pairs.
+            finished = sum(self.done.values())
+            pairs_left = self.items * len(self.methods) - finished
+            return (now - self.started) / finished * pairs_left if finished else None
+        return None  # one answer, or cache hits only: no pace of the model's own yet
+
+    def _update_eta(self) -> None:
+        """A pair finished: a fresh estimate, averaged with the counted-down previous one."""
+        now = self.clock()
+        fresh = None if self.finished() else self._fresh_eta(now)
+        if fresh is None:
+            self._eta_at = None
+            return
+        previous = self.eta()
+        value = fresh if previous is None else ETA_WEIGHT * fresh + (1 - ETA_WEIGHT) * previous
+        self._eta_at = (now, value)
+
+    def eta(self) -> float | None:
+        """Seconds left (see the class's doc), or None when there is no estimate."""
+        if self._eta_at is None or self.finished():
+            return None
+        at, value = self._eta_at
+        left = value - (self.clock() - at)
+        return left if left > 0 else None
 
     def finished(self) -> bool:
         """Whether every method has finished every item."""
@@ -150,12 +253,16 @@ async def run_eval(
             claims = [c.as_claim(item.id) for c in item.claims]
             labels = {c.id: g for c, g in zip(claims, item.claims, strict=True)}
             for m in methods:
-                out = await m.detect(dag, claims, sentences=sentences, gold=labels)
-                for p in check_detections(m, claims, out):
-                    preds[m.name][p.claim_id] = p
-                done[m.name] += 1
-                if progress is not None:
-                    progress(m.name, done[m.name], len(ds.items))
+                pair = _PAIR.set((m.name, item_index))  # whose calls these are (EvalProgress)
+                try:
+                    out = await m.detect(dag, claims, sentences=sentences, gold=labels)
+                    for p in check_detections(m, claims, out):
+                        preds[m.name][p.claim_id] = p
+                    done[m.name] += 1
+                    if progress is not None:
+                        progress(m.name, done[m.name], len(ds.items))
+                finally:
+                    _PAIR.reset(pair)
 
     await asyncio.gather(*(one(i) for i in range(len(ds.items))))
     return EvalRun(ds.name, gold, [m.name for m in methods], preds, dict(ds.meta))
