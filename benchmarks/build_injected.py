@@ -53,6 +53,15 @@ WICE_SOURCES = (
 )
 
 
+def _sentence(text: str) -> str:
+    """An evidence sentence as text: the web page's heading mark dropped, a full stop added to
+    a heading so that it stays a sentence of its own."""
+    if text.startswith("#"):
+        text = text.lstrip("#").strip()
+        return text if text.endswith((".", "!", "?")) else text + "."
+    return text
+
+
 def cited_dag(data: Path) -> Dag:
     """The cited answer over its three WiCE evidence excerpts (roots), one stage above them."""
     path = data / "wice" / "data" / "entailment_retrieval" / "claim" / "dev.jsonl"
@@ -61,7 +70,11 @@ def cited_dag(data: Path) -> Dag:
         row = json.loads(line)
         rows[row["meta"]["id"]] = row
     records = [
-        {"id": nid, "text": " ".join(rows[cid]["evidence"][i] for i in picks), "sources": []}
+        {
+            "id": nid,
+            "text": " ".join(_sentence(rows[cid]["evidence"][i]) for i in picks),
+            "sources": [],
+        }
         for nid, cid, picks in WICE_SOURCES
     ]
     answer = (SOURCES / "cited-answer.md").read_text(encoding="utf-8").strip()
