@@ -26,6 +26,18 @@ _NEEDS = {
         "openinference.instrumentation.langchain",
         "opentelemetry.sdk",
     ),
+    "test_agent_llamaindex.py": (
+        "llama_index.core.agent.workflow",
+        "google.protobuf",
+        "openinference.instrumentation.llama_index",
+        "opentelemetry.sdk",
+    ),
+    "test_agent_openai_agents.py": (
+        "agents",
+        "google.protobuf",
+        "openinference.instrumentation.openai_agents",
+        "opentelemetry.sdk",
+    ),
     "test_trace_example.py": (
         "langchain_core",
         "openinference.instrumentation.langchain",

@@ -4,6 +4,7 @@ terminal) and links each generation to the texts its input holds (`Builder`; the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from .calls import tool_call_text
@@ -13,6 +14,17 @@ from .model import Kind, TraceError, TraceSpan
 from .result import Ambiguity, Link, SpanNote
 from .settings import MatchSettings
 from .text import inside, normalize, occurrences, preview, word_count
+
+# `Name(field=...` or `Name()`: how Python's dataclass and pydantic reprs begin; `<Name(...`
+# and `<module.Name object at 0x...>`: a class's signature and the default repr.
+_OBJECT_REPR = re.compile(r"^\s*[A-Z][\w.]*\((?:[a-z_]\w*=|\))")
+_OTHER_REPR = re.compile(r"^\s*<[A-Za-z_][\w.]*(?:\(| object at 0x[0-9a-fA-F]+>)")
+
+
+def _is_repr(text: str) -> bool:
+    """A Python object's repr written where a chain's input was recorded (OpenInference's
+    LlamaIndex workflows record their events so): no text from outside, never a root."""
+    return bool(_OBJECT_REPR.match(text) or _OTHER_REPR.match(text))
 
 
 def _rank(node: Node) -> int:
@@ -55,6 +67,8 @@ class Builder:
         """Nodes of tool calls (a call and its result), linked also by their result."""
         self.by_result: dict[str, str] = {}
         """A tool call's result (normalised) → its node."""
+        self.repr_inputs = False
+        """Whether a chain's input was an object's repr (skipped: `_is_repr`)."""
 
     def _new_id(self, prefix: str) -> str:
         n = self.counters.get(prefix, 0) + 1
@@ -245,6 +259,10 @@ class Builder:
         top = s.id in self.top_ids
         for turn in (s.turns if len(s.turns) > 1 else ()) if top else s.turns[:-1]:
             self._add_turn(turn, s)
+        if not top and s.turns and self.repr_inputs:
+            # The last turn too when chains recorded their inputs as objects' reprs (skipped):
+            # no chain input holds the user's message as text then (LlamaIndex's agents).
+            self._add_turn(s.turns[-1], s)
 
         def readable(n: Node) -> bool:
             # Finished before this generation started (texts from outside: by then).
@@ -302,6 +320,9 @@ class Builder:
                     s.id in top_ids and s.kind is not Kind.LLM
                 ):
                     for leaf in s.inputs:
+                        if _is_repr(leaf):
+                            self.repr_inputs = True
+                            continue
                         if s.id in top_ids or word_count(leaf) >= self.settings.min_root_words:
                             self._add_root(leaf, "input", "input", s, (t, -1))
                 continue
@@ -352,6 +373,20 @@ class Builder:
             last.id, None, last.trace_id, last.name, Kind.LLM, last.end, last.end, last.seq + 1
         )
         keep, links = self._link(pseudo, whole, lambda n: n.origin == "generation")
+        if not keep and existing is None and _OBJECT_REPR.match(whole):
+            # An object's repr, not text (a LlamaIndex workflow's `StopEvent(result=...)`,
+            # cut short by the instrumentation): the answer is the last generation's.
+            tid = max((self.nodes[g] for g in self.gen_ids), key=lambda n: n.avail).id
+            self.notes.append(
+                SpanNote(
+                    last.id,
+                    last.name,
+                    str(last.kind),
+                    f"final output is an object's repr ({preview(whole)!r}): terminal is the "
+                    f"last generation {tid}",
+                )
+            )
+            return tid
         if not keep:
             if existing is not None:
                 raise TraceError(

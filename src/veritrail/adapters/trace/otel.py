@@ -65,6 +65,12 @@ def _generation_texts(value: Any) -> list[str]:
         if s[:1] == "{":
             doc = parse_embedded(s, None)
             if isinstance(doc, dict):
+                if isinstance(doc.get("messages"), list) and not (
+                    "generations" in doc or "choices" in doc
+                ):
+                    # A chat prompt made ready, not a generation: LlamaIndex's
+                    # `_prepare_chat_with_tools` is an LLM span whose output is the messages.
+                    return []
                 gens = doc.get("generations")
                 if isinstance(gens, list):  # LangChain's LLMResult
                     out = []
@@ -124,14 +130,19 @@ def span_from_attributes(
             inputs = _all_strings(attrs["input.value"])
         turns = _user_turns(attrs)
         outputs = _indexed(attrs, "llm.output_messages", "message.content")
-        if not outputs and attrs.get("output.value") is not None:
+        # Output messages recorded with no text (a turn that only calls tools) are the whole
+        # output: `output.value` then holds a rendering of them (LlamaIndex's 'assistant: None').
+        structured = any(k.startswith("llm.output_messages.") for k in attrs)
+        if not outputs and not structured and attrs.get("output.value") is not None:
             outputs = _generation_texts(attrs["output.value"])
     elif kind in (Kind.CHAIN, Kind.AGENT, Kind.TOOL):
         if attrs.get("input.value") is not None:
             inputs = list(text_leaves(attrs["input.value"]))
         if attrs.get("output.value") is not None:
-            outputs = _state_reply(attrs["output.value"]) or list(
-                text_leaves(attrs["output.value"])
+            outputs = (
+                _state_reply(attrs["output.value"])
+                or _tool_output(attrs["output.value"])
+                or list(text_leaves(attrs["output.value"]))
             )
         if kind is Kind.TOOL and attrs.get("input.value") is not None:
             # The call the agent made: evidence of what it did, beside what the tool returned.
@@ -175,6 +186,24 @@ def _state_reply(value: Any) -> list[str]:
     if not messages or not isinstance(messages[-1], dict):
         return []
     return list(text_leaves(messages[-1]))
+
+
+def _tool_output(value: Any) -> list[str]:
+    """The result inside LlamaIndex's ``ToolOutput`` (``{"blocks": [{"text"}], "tool_name",
+    "raw_input", "raw_output", ...}``): its blocks' text (else its ``content``), not the name and
+    arguments beside it; [] for any other value."""
+    doc = parse_embedded(value, None) if isinstance(value, str) else value
+    if not isinstance(doc, dict) or not {"tool_name", "raw_output"} <= set(doc):
+        return []
+    blocks = doc.get("blocks")
+    texts = [
+        b["text"]
+        for b in (blocks if isinstance(blocks, list) else [])
+        if isinstance(b, dict) and isinstance(b.get("text"), str)
+    ]
+    if not texts and isinstance(doc.get("content"), str):
+        texts = [doc["content"]]
+    return texts
 
 
 def _user_turns(attrs: Mapping[str, Any]) -> list[str]:

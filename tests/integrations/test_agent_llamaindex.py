@@ -1,0 +1,189 @@
+"""An agent from a real framework, end to end: llama-index-core's FunctionAgent (a workflow) with
+llama-index's own MockFunctionCallingLLM scripted to call two FunctionTools and answer, traced by
+openinference-instrumentation-llama-index into opentelemetry-sdk's in-memory exporter, written as
+OTLP JSON (the real protobuf encoder) → `veritrail from-trace` → `veritrail verify --model
+demo/overlap`, all through the CLI.
+
+The agent searches flights, books one, and answers. The answer misstates the date the tools gave
+(3 May; the call and its result say 2026-05-04): that claim is Not Fully Supported, its error
+stage the answering LLM call, the one after the book_flight result. The booking reference and
+seat, which the tool returned, are supported by the tool call's node; the frequent flyer number
+by the user's earlier turn (given to the agent as chat history) and the call's arguments.
+
+What the LlamaIndex instrumentation records that the importer reads differently from LangGraph's
+(docs/adapters.md, "LlamaIndex agents"): the workflow steps' inputs and the run's output are
+objects' reprs (never roots; the terminal is then the last generation), the tool-calling turns
+render their empty text as 'assistant: None' (no node), and `_prepare_chat_with_tools` is an LLM
+span whose output is the prompt (no node). No network."""
+
+# No `from __future__ import annotations`: llama-index-core's @step reads annotations as types.
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from google.protobuf.json_format import MessageToJson
+from llama_index.core.agent.workflow import FunctionAgent
+from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
+from llama_index.core.llms.mock import MockFunctionCallingLLM
+from llama_index.core.tools import FunctionTool
+from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from veritrail.cli.main import cli
+from veritrail.dag import Dag, load_dag
+
+FIRST_TURN = "Hi, I am Ada Okafor, frequent flyer number MM 4471."
+GREETING = "Hello Ada, where would you like to fly?"
+ASK = "Please book me on LH 400 from Frankfurt to New York on 4 May 2026."
+SEARCH_RESULT = "LH 400 departs Frankfurt at 10:15 on 2026-05-04 and lands at JFK at 12:50."
+BOOKING = "Booking confirmed: LH 400 on 2026-05-04, seat 14C, booking reference QX7Z."
+ANSWER = (
+    "The booking reference is QX7Z and the seat is 14C. "
+    "LH 400 leaves Frankfurt on 3 May. "
+    "Ada Okafor has frequent flyer number MM 4471."
+)
+
+
+def search_flights(origin: str, destination: str, date: str) -> str:
+    """Find flights between two airports on a date."""
+    return SEARCH_RESULT
+
+
+def book_flight(flight: str, date: str, frequent_flyer: str) -> str:
+    """Book a seat on a flight."""
+    return BOOKING
+
+
+def respond(messages: list[ChatMessage], **kwargs: Any) -> ChatMessage:
+    """The scripted model: search, then book (after the search's result), then answer."""
+    results = sum(1 for m in messages if m.role == MessageRole.TOOL)
+    if results == 0:
+        call = ToolCallBlock(
+            tool_call_id="call_1",
+            tool_name="search_flights",
+            tool_kwargs={"origin": "FRA", "destination": "JFK", "date": "2026-05-04"},
+        )
+    elif results == 1:
+        call = ToolCallBlock(
+            tool_call_id="call_2",
+            tool_name="book_flight",
+            tool_kwargs={"flight": "LH 400", "date": "2026-05-04", "frequent_flyer": "MM 4471"},
+        )
+    else:
+        return ChatMessage(role=MessageRole.ASSISTANT, content=ANSWER)
+    return ChatMessage(role=MessageRole.ASSISTANT, blocks=[call])
+
+
+def record_agent(path: Path) -> None:
+    """The second turn of a conversation (the first given as chat history), traced."""
+    agent = FunctionAgent(
+        tools=[FunctionTool.from_defaults(search_flights), FunctionTool.from_defaults(book_flight)],
+        llm=MockFunctionCallingLLM(response_generator=respond),
+        system_prompt="You book flights with the tools.",
+    )
+    history = [
+        ChatMessage(role=MessageRole.USER, content=FIRST_TURN),
+        ChatMessage(role=MessageRole.ASSISTANT, content=GREETING),
+    ]
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    instrumentor = LlamaIndexInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+
+    async def run() -> str:
+        return str(await agent.run(ASK, chat_history=history))
+
+    try:
+        answer = asyncio.run(run())
+    finally:
+        instrumentor.uninstrument()
+    assert answer == ANSWER
+    spans = list(exporter.get_finished_spans())
+    path.write_text(MessageToJson(encode_spans(spans), indent=None) + "\n", encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Dag, str]:
+    d = tmp_path_factory.mktemp("llamaindex-agent")
+    trace = d / "trace.json"
+    record_agent(trace)
+    out = d / "dag.json"
+    r = CliRunner().invoke(cli, ["from-trace", str(trace), "--out", str(out), "--explain"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(out.read_text())["meta"]["trace_format"] == "otlp"
+    return out, load_dag(out), r.output
+
+
+def _by_text(dag: Dag, start: str) -> str:
+    hits = [n.id for n in dag if n.text.startswith(start)]
+    assert len(hits) == 1, (start, [n.text for n in dag])
+    return hits[0]
+
+
+def test_tool_calls_and_the_user_turns_are_roots_of_the_answer(
+    traced: tuple[Path, Dag, str],
+) -> None:
+    _, dag, explain = traced
+    search = _by_text(
+        dag, 'Tool call search_flights(origin="FRA", destination="JFK", date="2026-05-04")'
+    )
+    book = _by_text(
+        dag,
+        'Tool call book_flight(flight="LH 400", date="2026-05-04", frequent_flyer="MM 4471")',
+    )
+    assert dag.node(search).text.endswith(SEARCH_RESULT)
+    assert dag.node(book).text.endswith(BOOKING)
+    first, ask = _by_text(dag, FIRST_TURN), _by_text(dag, ASK)
+    # The tool-calling turns wrote no text: the answer is the one generation and the terminal.
+    assert dag.node(dag.terminal).text == ANSWER
+    assert set(dag.roots) == {search, book, first, ask}
+    assert set(dag.sources(dag.terminal)) == {search, book, first, ask}
+    # No object's repr became a node; the run's repr output left the terminal to the generation.
+    assert not any("ChatMessage(" in n.text or " object at 0x" in n.text for n in dag)
+    assert "final output is an object's repr" in explain
+
+
+def test_the_misstated_date_is_not_supported_at_the_answering_call(
+    traced: tuple[Path, Dag, str], tmp_path: Path
+) -> None:
+    dag_path, dag, _ = traced
+    report = tmp_path / "report.json"
+    r = CliRunner().invoke(
+        cli,
+        [
+            "verify",
+            str(dag_path),
+            "--model",
+            "demo/overlap",
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--out",
+            str(report),
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    claims = {c["text"]: c for c in json.loads(report.read_text())["claims"]}
+    assert set(claims) == {
+        "The booking reference is QX7Z and the seat is 14C.",
+        "LH 400 leaves Frankfurt on 3 May.",
+        "Ada Okafor has frequent flyer number MM 4471.",
+    }
+    wrong = claims["LH 400 leaves Frankfurt on 3 May."]
+    assert wrong["verdict"] == "Not Fully Supported"
+    assert wrong["error_stages"] == [dag.node(dag.terminal).stage]
+    book = _by_text(dag, "Tool call book_flight(")
+    ok = claims["The booking reference is QX7Z and the seat is 14C."]
+    assert ok["verdict"] == "Fully Supported"
+    assert [book] in ok["provenance"]
+    flyer = claims["Ada Okafor has frequent flyer number MM 4471."]
+    assert flyer["verdict"] == "Fully Supported"
+    assert sorted(flyer["provenance"]) == sorted([[_by_text(dag, FIRST_TURN)], [book]])
+    # The terminal summary names the step: the answering call's node.
+    assert f"error stage {wrong['error_stages'][0]}, node {dag.terminal}" in r.output
