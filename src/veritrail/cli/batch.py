@@ -15,7 +15,7 @@ import signal
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -31,6 +31,9 @@ from .common import (
     job_errors,
     pop_ci_targets,
 )
+
+if TYPE_CHECKING:
+    from ..report import ReportDoc
 
 
 def _fail_lines(message: str) -> NoReturn:
@@ -197,6 +200,7 @@ def batch(
         run_batch,
     )
     from ..batch.summary import summary_table
+    from ..report import as_report
     from ..run.store import RunStoreError
 
     ci = pop_ci_targets(setting_flags)  # not settings
@@ -239,7 +243,9 @@ def batch(
             + [(name, Path(summary_dir) / name) for name in (SUMMARY_FILE, INDEX_FILE)],
             run_dirs=[j.run_dir for j in jobs],
         )
-    reports: dict[str, Any] = {}
+    # Each job's report, validated once as it finishes (`report.as_report`): what is printed
+    # and emitted below reads the typed model, never the document by key.
+    reports: dict[str, tuple[ReportDoc, str]] = {}
     # Batch-wide settings are the same in every job (the manifest cannot set them per job).
     s0 = jobs[0].settings
     total = s0.concurrency or 8
@@ -274,10 +280,11 @@ def batch(
     events = make_batch_progress(quiet=quiet, interval=s0.progress_interval)
 
     def done(st: Any) -> None:
-        rep = st.report or {}
+        n = 0
         if st.report is not None:
-            reports[st.job.id] = (st.report, st.job.dag_path)
-        n = rep.get("summary", {}).get("claims", 0)
+            doc = as_report(st.report)
+            reports[st.job.id] = (doc, st.job.dag_path)
+            n = doc.summary.claims
         events.note(f"job {st.job.id}: {n} claims, report {st.job.out_path}")
 
     previous = signal.signal(signal.SIGTERM, _interrupt)
@@ -354,7 +361,7 @@ def batch(
 
 
 def _name_unsupported(
-    outcomes: Any, reports: Mapping[str, tuple[Mapping[str, Any], str]], *, quiet: bool
+    outcomes: Any, reports: Mapping[str, tuple[ReportDoc, str]], *, quiet: bool
 ) -> None:
     """Name each job's Not Fully Supported claims (id, text, error stage) on stderr, as `verify`
     does: at every exit status; with `--quiet` only for the jobs whose gate failed. `reports`:
@@ -372,11 +379,11 @@ def _name_unsupported(
             f"job {o.id}: {len(claims)} of {o.claims} claims are Not Fully Supported{gate}:",
             err=True,
         )
-        for line in claim_lines(claims, dag=reports[o.id][0].get("dag")):
+        for line in claim_lines(claims, dag=reports[o.id][0].dag):
             click.echo(line, err=True)
 
 
-def _name_miscited(outcomes: Any, reports: Mapping[str, tuple[Mapping[str, Any], str]]) -> None:
+def _name_miscited(outcomes: Any, reports: Mapping[str, tuple[ReportDoc, str]]) -> None:
     """Name the miscited claims of each job whose `--max-miscited` gate failed (stderr, also
     with `--quiet`: they explain the exit status), as `verify` does."""
     from ..citations import miscited_gate

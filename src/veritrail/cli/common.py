@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
@@ -20,6 +20,9 @@ from ..lm.model import Model
 from ..run.job import HTML_BESIDE, JobError
 from ..run.settings import SETTING_NAMES, default_text, model_cache
 from ..textio import InputError, read_input_text
+
+if TYPE_CHECKING:
+    from ..report import ReportSource
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -423,9 +426,10 @@ def check_ci_outputs(
     check_output_files(targets.files(), inputs, create=create)
 
 
-def dag_input(report: Mapping[str, Any], dag_path: str | None, name: str | None = None) -> Any:
-    """A report as `cigate.GateInput`, located at `dag_path` (relative to the working directory
-    when inside it, so code hosts match it to the repository's file)."""
+def dag_input(report: ReportSource, dag_path: str | None, name: str | None = None) -> Any:
+    """A report (typed, or a document `cigate.report_input` validates) as `cigate.GateInput`,
+    located at `dag_path` (relative to the working directory when inside it, so code hosts match
+    it to the repository's file)."""
     from ..cigate import report_input
 
     if not dag_path:

@@ -51,7 +51,6 @@ def execute(job: Job, *, quiet: bool, ci: CiTargets | None = None) -> None:
 
 
 def _execute(job: Job, *, quiet: bool, progress: Any, ci: CiTargets) -> None:
-    from ..report import as_report
     from ..run.progress import print_outcome, print_summary
 
     if not quiet:
@@ -82,8 +81,7 @@ def _execute(job: Job, *, quiet: bool, progress: Any, ci: CiTargets) -> None:
         else:
             click.echo("\ninterrupted before any claim was started.", err=True)
         sys.exit(ExitCode.INTERRUPTED)
-    report = done.report
-    doc = as_report(report)  # validated once; the summary and the outcome read the typed model
+    doc = done.doc  # validated once by the run; the summary and the outcome read the typed model
     if not quiet:
         print_summary(doc, wall_seconds=doc.run.wall_seconds)
         if job.out_path is not None:
@@ -93,7 +91,7 @@ def _execute(job: Job, *, quiet: bool, progress: Any, ci: CiTargets) -> None:
             click.echo(f"report written to {done.run_dir / 'report.json'}")
         if job.html_path is not None:
             click.echo(f"HTML report written to {job.html_path}")
-    emit_ci_outputs(ci, [dag_input(report, job.dag_path)], quiet=quiet)
+    emit_ci_outputs(ci, [dag_input(doc, job.dag_path)], quiet=quiet)
     # Errors and a failed gate print even with --quiet: they decide the exit status.
     print_outcome(
         doc,

@@ -24,7 +24,14 @@ from ..lm.registry import describe_fatal
 from ..outcome import ExitCode, exit_code
 from ..records import Claim, ClaimResult, Termination
 from ..redaction import redact
-from ..report import atomic_write_text, build_report, write_report
+from ..report import (
+    ReportDoc,
+    ReportSource,
+    as_report,
+    atomic_write_text,
+    build_report,
+    write_report,
+)
 from .build import build_model, job_steps
 from .ending import RunEnd, end_run
 from .fingerprint import stored_settings
@@ -431,10 +438,8 @@ def _budget_note(state: RunState) -> tuple[str, ...]:
     return (f"{reached}: claims not verified are recorded with this cause",)
 
 
-def budget_line(report: Mapping[str, Any], budget: Budget, run_dir: Path | str) -> str:
+def budget_line(report: ReportSource, budget: Budget, run_dir: Path | str) -> str:
     """The one line a run the cap stopped ends with: how far it got and how to go on."""
-    from ..report import as_report
-
     claims = as_report(report).claims  # the typed report, as every reader of reports reads it
     done = sum(1 for c in claims if not c.errored)
     left = len(claims) - done
@@ -528,6 +533,9 @@ class RunOutcome:
     directory (`run_and_write`)."""
 
     report: dict[str, Any]
+    """The report document, as written (`--out`, the run directory's copy)."""
+    doc: ReportDoc
+    """The same report, validated once (`report.as_report`): what readers of the outcome read."""
     exit_code: ExitCode
     run_dir: Path
     written: tuple[Path, ...]
@@ -565,13 +573,16 @@ async def run_and_write(
             report["dag"]["path"] = None
         written = None
     write_outputs(job, report, written=written)
-    code = exit_code(report, job.settings.max_unsupported)
+    # The finished report is read from here on: validated once, then read as the typed model.
+    doc = as_report(report)
+    code = exit_code(doc, job.settings.max_unsupported)
     stopped: str | None = None
     if st.budget is not None and st.budget.reached is not None:
-        stopped = budget_line(report, st.budget, job.run_dir)
+        stopped = budget_line(doc, st.budget, job.run_dir)
         code = ExitCode.ERRORS  # claims were left unverified (the cap refused their calls)
     return RunOutcome(
         report=report,
+        doc=doc,
         exit_code=code,
         run_dir=job.run_dir,
         written=tuple(p for p in (job.out_path, job.html_path) if p is not None),

@@ -193,8 +193,8 @@ def create_app(index: RunIndex, guard: Guard) -> Starlette:
         if run is None:
             return message("No such run", "The index has no run with this id.", 404)
         from ...html import render_html
-        from ..diff import read_report
-        from ..reviewing import report_with_reviews
+        from ...report import ReportFormatError, load_report_doc
+        from ..reviewing import doc_with_reviews
 
         path = next(
             (
@@ -207,12 +207,14 @@ def create_app(index: RunIndex, guard: Guard) -> Starlette:
         if path is None:
             return message("No report", "This run has no report yet.", 404)
         try:
-            report = report_with_reviews(read_report(path), run.path)
-        except DiffInputError as exc:
+            # Validated once here (a report that breaks the contract is named by its field,
+            # never drawn half-way by the page's script), with the run's reviews in it.
+            doc = doc_with_reviews(load_report_doc(path), run.path)
+        except ReportFormatError as exc:
             return message("Unreadable report", str(exc), 500)
         # A way back to the run and the list: the page may be opened on its own ("trail").
         back = (f"/run?id={quote(run.id, safe='')}", f"run {run.id}")
-        return HTMLResponse(render_html(report, back=back))
+        return HTMLResponse(render_html(doc, back=back))
 
     def compare_page(request: Request) -> Response:
         q = request.query_params
