@@ -69,6 +69,8 @@ class Builder:
         """A tool call's result (normalised) → its node."""
         self.repr_inputs = False
         """Whether a chain's input was an object's repr (skipped: `_is_repr`)."""
+        self.chain_inputs = False
+        """Whether a chain's (or the trace's top span's) input held text."""
 
     def _new_id(self, prefix: str) -> str:
         n = self.counters.get(prefix, 0) + 1
@@ -259,9 +261,10 @@ class Builder:
         top = s.id in self.top_ids
         for turn in (s.turns if len(s.turns) > 1 else ()) if top else s.turns[:-1]:
             self._add_turn(turn, s)
-        if not top and s.turns and self.repr_inputs:
-            # The last turn too when chains recorded their inputs as objects' reprs (skipped):
-            # no chain input holds the user's message as text then (LlamaIndex's agents).
+        if not top and s.turns and (self.repr_inputs or not self.chain_inputs):
+            # The last turn too when no chain's input can hold the user's message as text: the
+            # chains recorded theirs as objects' reprs (skipped; LlamaIndex's agents) or
+            # recorded none (the OpenAI Agents SDK's agent and turn spans).
             self._add_turn(s.turns[-1], s)
 
         def readable(n: Node) -> bool:
@@ -323,6 +326,7 @@ class Builder:
                         if _is_repr(leaf):
                             self.repr_inputs = True
                             continue
+                        self.chain_inputs = True
                         if s.id in top_ids or word_count(leaf) >= self.settings.min_root_words:
                             self._add_root(leaf, "input", "input", s, (t, -1))
                 continue
