@@ -377,17 +377,18 @@ class Builder:
             last.id, None, last.trace_id, last.name, Kind.LLM, last.end, last.end, last.seq + 1
         )
         keep, links = self._link(pseudo, whole, lambda n: n.origin == "generation")
-        if not keep and existing is None and _OBJECT_REPR.match(whole):
-            # An object's repr, not text (a LlamaIndex workflow's `StopEvent(result=...)`,
-            # cut short by the instrumentation): the answer is the last generation's.
-            tid = max((self.nodes[g] for g in self.gen_ids), key=lambda n: n.avail).id
+        if existing is None and _OBJECT_REPR.match(whole):
+            # An object's repr, not text (a LlamaIndex workflow's `StopEvent(result=...)`, often
+            # cut short by the instrumentation): the answer is the generation it holds, the
+            # last one when it holds none whole.
+            tid = max((self.nodes[g] for g in keep or self.gen_ids), key=lambda n: n.avail).id
             self.notes.append(
                 SpanNote(
                     last.id,
                     last.name,
                     str(last.kind),
-                    f"final output is an object's repr ({preview(whole)!r}): terminal is the "
-                    f"last generation {tid}",
+                    f"final output is an object's repr ({preview(whole)!r}): terminal is "
+                    f"generation {tid}",
                 )
             )
             return tid
