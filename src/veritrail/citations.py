@@ -9,7 +9,8 @@ claim of its report and a count per status in `summary.citations` (`attach_citat
 
 Marker styles of `auto`: `[1]`, `[1, 3]`, `[1-3]`, `[^1]` (a footnote; its definition line
 `[^1]: name-or-URL` names the source when it has one), `【1】` and `【1†name】`, markdown links
-`[text](URL)`, and `(Source: name)` / `(Sources: a; b)`.
+`[text](URL)`, `(Source: name)` / `(Sources: a; b)`, and `[node-id]` when it is a node of the
+DAG.
 
 A reference names nodes by (first match wins): a 1-based index into the sources in the DAG's order
 (`check`'s SOURCE files as given; nodes `NAME#N` of one NAME are one source, any other root is a
@@ -21,6 +22,10 @@ A claim's markers are those of the terminal sentences it came from (`sentence_in
 at the very start of a sentence (`... in 1850.[2] The ...` splits as `[2] The ...`) belongs to the
 sentence before it. A claim given with no sentence indices is found in the final output by its
 text (`located_by` says how).
+
+A cited node that is not a source (`verify`'s summary cited as `[summary-2]`) is followed down
+to the sources its own markers name, or to its inputs when it carries none (`follow_citations`);
+the status is computed against those, listed as the claim's `followed_nodes`.
 """
 
 from __future__ import annotations
