@@ -38,12 +38,6 @@ class Kind(StrEnum):
     WRONG_CITATION = "wrong-citation"
     DROPPED_CITATION = "dropped-citation"
 
-    @property
-    def is_citation(self) -> bool:
-        """A citation kind: the final output's markers change, its content does not
-        (`inject.cite`; gold Fully Supported with a citation status)."""
-        return self in CITATION_KINDS
-
 
 CONTENT_KINDS = (Kind.FABRICATED, Kind.ENTITY_SWAP, Kind.NUMBER, Kind.NEGATION)
 """The kinds that plant unsupported content (gold Not Fully Supported, a stage and a node)."""
