@@ -87,6 +87,7 @@ CONSUMERS = (
     "run/execute.py",
     "run/outputs.py",
     "run/summary.py",
+    "eval/injected.py",
     "html/__init__.py",
     "cli/batch.py",
     "cli/common.py",
@@ -97,8 +98,8 @@ CONSUMERS = (
 )
 """The modules that read reports: the readers issue 40 names (results, the runs index, diff,
 reviews, the CI outputs, the Phoenix marks and watch, the batch summary, the run's summary), the
-run's ending and outputs, the HTML report, the web view and the commands that print or emit a
-report. The scan covers every module (`MODULES`); this list says which read reports."""
+run's ending and outputs, the injection benchmark's citation scoring, the HTML report, the web
+view and the commands that print or emit a report. The scan covers every module (`MODULES`); this list says which read reports."""
 
 READING_FUNCTIONS = frozenset(
     {
@@ -321,6 +322,7 @@ OTHER_DOCUMENTS: dict[tuple[str, str, str], str] = {
         ("walk", "v"),
         ("read_otlp", "ss"),
     ),
+    **_reads("adapters/trace/otel.py", "LlamaIndex's ToolOutput blocks", ("_tool_output", "b")),
     **_reads("integrations/langchain.py", "LangChain's serialized object", ("_name", "serialized")),
     **_reads(
         "integrations/langchain_guard.py",
@@ -370,6 +372,7 @@ OTHER_DOCUMENTS: dict[tuple[str, str, str], str] = {
         "eval/datasets/injected.py",
         "the injection benchmark's manifest and claims files",
         ("_read", "doc"),
+        ("injected_dataset", "doc"),
         ("_claims", "doc"),
         ("_claims", "c"),
         ("injected_dataset", "doc['clean']"),
@@ -390,6 +393,11 @@ OTHER_DOCUMENTS: dict[tuple[str, str, str], str] = {
         ("wice_items", "r"),
     ),
     **_reads("eval/injected.py", "an injected item's metadata", ("summarize_injected", "g.meta")),
+    **_reads(
+        "eval/injected.py",
+        "the claims-only document it hands `attach_citations` (its claims are read typed)",
+        ("citation_statuses", "checked"),
+    ),
     # -- the view's requests
     **_reads(
         "runs/view/app.py",

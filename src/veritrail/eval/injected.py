@@ -40,8 +40,8 @@ from ..citations import AUTO, attach_citations
 from ..dag import load_dag
 from ..detectors.base import Detection
 from ..records import CitationStatus, ClaimResult, ErrorStageStatus, Verdict
+from ..report import as_claim, claim_to_dict
 from ..report import blamed_nodes as report_blamed_nodes
-from ..report import claim_to_dict
 from ..runs.diffstats import binomial
 from .datasets.injected import CITED_DAG, ROLE, SOURCE
 from .runner import EvalRun
@@ -365,9 +365,9 @@ def citation_statuses(run: EvalRun, method: str) -> dict[str, CitationStatus | N
             continue
         report = {"claims": [claim_to_dict(preds[k].native) for k in answered]}
         checked = attach_citations(report, load_dag(path), AUTO)
-        for k, claim in zip(answered, checked["claims"], strict=True):
-            kind = claim["citation"]["kind"]
-            out[k] = CitationStatus(kind) if kind is not None else None
+        # Each claim read back typed (`report.as_claim`), as every reader of reports reads one.
+        for k, claim in zip(answered, map(as_claim, checked["claims"]), strict=True):
+            out[k] = claim.citation.kind if claim.citation is not None else None
     return out
 
 
