@@ -187,3 +187,37 @@ def test_the_misstated_date_is_not_supported_at_the_answering_call(
     assert sorted(flyer["provenance"]) == sorted([[_by_text(dag, FIRST_TURN)], [book]])
     # The terminal summary names the step: the answering call's node.
     assert f"error stage {wrong['error_stages'][0]}, node {dag.terminal}" in r.output
+
+
+def test_a_repr_output_holding_the_whole_answer_is_no_node(tmp_path: Path) -> None:
+    """A short answer fits in the run's `StopEvent(result=...)` repr: the terminal is still the
+    generation, not an output node made of the repr."""
+    agent = FunctionAgent(
+        tools=[FunctionTool.from_defaults(book_flight)],
+        llm=MockFunctionCallingLLM(
+            response_generator=lambda messages, **kw: ChatMessage(
+                role=MessageRole.ASSISTANT, content="LH 400 is booked."
+            )
+        ),
+    )
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    instrumentor = LlamaIndexInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+
+    async def run() -> str:
+        return str(await agent.run(ASK))
+
+    try:
+        assert asyncio.run(run()) == "LH 400 is booked."
+    finally:
+        instrumentor.uninstrument()
+    trace, out = tmp_path / "trace.json", tmp_path / "dag.json"
+    spans = list(exporter.get_finished_spans())
+    trace.write_text(MessageToJson(encode_spans(spans), indent=None) + "\n", encoding="utf-8")
+    r = CliRunner().invoke(cli, ["from-trace", str(trace), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    dag = load_dag(out)
+    assert dag.node(dag.terminal).text == "LH 400 is booked."
+    assert [dag.node(r).text for r in dag.roots] == [ASK]

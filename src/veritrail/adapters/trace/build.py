@@ -8,7 +8,10 @@ texts: `u → v` when `u`'s text is part of the input of the generation that pro
   documents, and tool outputs. A chain input that contains the output of a generation that had
   finished by then is derived text, not a root; so is one that is part of a text already
   recorded (a trimmed document); a chain-input leaf shorter than `MatchSettings.min_root_words`
-  words is ignored (ids, flags, one-word parameters).
+  words is ignored (ids, flags, one-word parameters), and so is one that is a Python object's
+  repr (`Name(field=...`, `<Name object at 0x...>`: LlamaIndex's workflow events). The user
+  turns of a prompt before the last are roots too (a conversation's history), and the last one
+  when no chain input recorded text (the OpenAI Agents SDK) or some were reprs.
 * Each **LLM generation** is a node holding its output text. **Identical texts are one node**
   (after whitespace normalisation): a chain that passes an output on unchanged adds nothing.
   Spans that generate no text (prompt templates, parsers, plain chains, embeddings, kinds the
@@ -26,7 +29,8 @@ texts: `u → v` when `u`'s text is part of the input of the generation that pro
   ambiguous. A generation whose input matches nothing gets its whole prompt as a root.
 * **Terminal**: the trace's final output (the output of the top-level span that ended last):
   the generation node it equals, or a new ``output`` node made of it, linked like a generation
-  to the generation nodes it contains. Without a final output, the generation that ended last.
+  to the generation nodes it contains. Without a final output, the generation that ended last;
+  for a final output that is an object's repr, the generation it holds (else the last one).
   Only the terminal and its ancestors are kept; stages are the longest path from a root.
 * Spans whose parent ids go round in a circle are refused (`check_parents`); the node texts are
   redacted like reports (`redaction.redact_obj`) before the DAG is made, so no file written from
