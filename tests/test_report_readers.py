@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import json
 import typing
 from pathlib import Path
@@ -454,26 +455,22 @@ def report_field_names() -> set[str]:
 FIELDS = report_field_names()
 
 
-def keyed_reads(source: str) -> list[tuple[str, str, str, int]]:
-    """(function, receiver, key, line) of each read by a report field name in `source`: a
+def keyed_reads(source: str | ast.Module) -> list[tuple[str, str, str, int]]:
+    """(function, receiver, key, line) of each read by a report field name in `source` (text,
+    or its tree): a
     subscript that loads (and does not only lead to a store), or a `.get`/`.pop`/`.setdefault`
-    called with the name."""
-    tree = ast.parse(source)
-    owner: dict[int, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            for sub in ast.walk(node):
-                owner[id(sub)] = node.name  # the innermost function wins (walked last)
-    # `report["run"]["run_dir"] = None` loads `report["run"]` only to store into it: a write.
+    called with the name. The function is the innermost one the read is in."""
+    tree = ast.parse(source) if isinstance(source, str) else source
+    out: list[tuple[str, str, str, int]] = []
     to_store: set[int] = set()
-    for node in ast.walk(tree):
+
+    def check(node: ast.AST, fn: str) -> None:
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store | ast.Del):
+            # `report["run"]["run_dir"] = None` loads `report["run"]` only to store into it.
             inner = node.value
             while isinstance(inner, ast.Subscript):
                 to_store.add(id(inner))
                 inner = inner.value
-    out = []
-    for node in ast.walk(tree):
         key: object = None
         receiver: ast.expr | None = None
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
@@ -488,12 +485,29 @@ def keyed_reads(source: str) -> list[tuple[str, str, str, int]]:
         ):
             key, receiver = node.args[0].value, node.func.value
         if isinstance(key, str) and key in FIELDS and receiver is not None:
-            out.append((owner.get(id(node), "<module>"), ast.unparse(receiver), key, node.lineno))
+            out.append((fn, ast.unparse(receiver), key, node.lineno))
+
+    # One pass, parents before children (a store is seen before the subscripts it leads to).
+    todo: list[tuple[ast.AST, str]] = [(tree, "<module>")]
+    while todo:
+        node, fn = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            fn = node.name
+        check(node, fn)
+        todo.extend((child, fn) for child in ast.iter_child_nodes(node))
     return out
 
 
-def _source(module: str) -> str:
-    return (PKG / module).read_text(encoding="utf-8")
+@functools.cache
+def module_tree(module: str) -> ast.Module:
+    """A module of the package, parsed once for all the tests."""
+    return ast.parse((PKG / module).read_text(encoding="utf-8"))
+
+
+@functools.cache
+def module_reads(module: str) -> tuple[tuple[str, str, str, int], ...]:
+    """`keyed_reads` of a module of the package."""
+    return tuple(keyed_reads(module_tree(module)))
 
 
 def test_the_field_names_are_the_reports() -> None:
@@ -531,7 +545,7 @@ def test_no_module_reads_a_report_by_key() -> None:
     bad = [
         f"{module}:{line} {fn}: {recv}[{key!r}]"
         for module in MODULES
-        for fn, recv, key, line in keyed_reads(_source(module))
+        for fn, recv, key, line in module_reads(module)
         if (module, fn, recv) not in OTHER_DOCUMENTS and (module, fn) not in BOUNDARY
     ]
     assert not bad, (
@@ -542,9 +556,7 @@ def test_no_module_reads_a_report_by_key() -> None:
 
 
 def test_every_listed_exception_is_still_read() -> None:
-    found = {
-        (module, fn, recv) for module in MODULES for fn, recv, _, _ in keyed_reads(_source(module))
-    }
+    found = {(module, fn, recv) for module in MODULES for fn, recv, _, _ in module_reads(module)}
     stale = sorted(set(OTHER_DOCUMENTS) - found)
     assert not stale, f"OTHER_DOCUMENTS lists reads that are gone: {stale}"
     gone = sorted(set(BOUNDARY) - {(m, fn) for m, fn, _ in found})
@@ -554,7 +566,7 @@ def test_every_listed_exception_is_still_read() -> None:
 def _reading_imports(module: str) -> set[str]:
     """The boundary's reading functions `module` imports (`READING_FUNCTIONS`)."""
     names: set[str] = set()
-    for node in ast.walk(ast.parse(_source(module))):
+    for node in ast.walk(module_tree(module)):
         if isinstance(node, ast.ImportFrom):
             names |= {a.name for a in node.names} & READING_FUNCTIONS
     return names
