@@ -261,10 +261,13 @@ class Builder:
         top = s.id in self.top_ids
         for turn in (s.turns if len(s.turns) > 1 else ()) if top else s.turns[:-1]:
             self._add_turn(turn, s)
-        if not top and s.turns and (self.repr_inputs or not self.chain_inputs):
+        agent_without_inputs = not self.chain_inputs and self.counters.get("tool", 0) > 0
+        if not top and s.turns and (self.repr_inputs or agent_without_inputs):
             # The last turn too when no chain's input can hold the user's message as text: the
-            # chains recorded theirs as objects' reprs (skipped; LlamaIndex's agents) or
-            # recorded none (the OpenAI Agents SDK's agent and turn spans).
+            # chains recorded theirs as objects' reprs (skipped; LlamaIndex's agents) or, in a
+            # trace with tool calls, recorded none (the OpenAI Agents SDK's agent and turn
+            # spans). Not in a plain trace without chain inputs: a prompt that matches nothing
+            # there is a root whole, its system messages (often the context) included.
             self._add_turn(s.turns[-1], s)
 
         def readable(n: Node) -> bool:
