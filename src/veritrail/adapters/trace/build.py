@@ -11,7 +11,8 @@ texts: `u → v` when `u`'s text is part of the input of the generation that pro
   words is ignored (ids, flags, one-word parameters), and so is one that is a Python object's
   repr (`Name(field=...`, `<Name object at 0x...>`: LlamaIndex's workflow events). The user
   turns of a prompt before the last are roots too (a conversation's history), and the last one
-  when no chain input recorded text (the OpenAI Agents SDK) or some were reprs.
+  when some chain inputs were reprs, or when none recorded text in a trace with tool calls (the
+  OpenAI Agents SDK).
 * Each **LLM generation** is a node holding its output text. **Identical texts are one node**
   (after whitespace normalisation): a chain that passes an output on unchanged adds nothing.
   Spans that generate no text (prompt templates, parsers, plain chains, embeddings, kinds the
