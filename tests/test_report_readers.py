@@ -747,3 +747,18 @@ def test_the_html_report_embeds_a_typed_report_as_its_document(
     assert json.loads(text) == report_document(as_report(hostile)) == hostile
     written = write_html(typed, tmp_path / "typed.html")
     assert embedded(written.read_text(encoding="utf-8")) == doc
+
+
+def test_the_report_command_refuses_a_report_that_breaks_the_contract(
+    oracle: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    _, doc = oracle
+    bad = copy.deepcopy(doc)
+    bad["claims"][1]["termination"] = "gave_up"
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(bad), encoding="utf-8")
+    out = tmp_path / "bad.html"
+    res = CliRunner().invoke(cli, ["report", str(path), "--html", str(out)])
+    assert res.exit_code == 2, res.output
+    assert "bad.json: report field claims.1.termination" in res.output
+    assert "Traceback" not in res.output and not out.exists()
