@@ -222,7 +222,7 @@ def _claim(
 def _report(claims: list[dict[str, Any]], run: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "format": "veritrail-report",
-        "version": 4,
+        "version": 5,
         "model": "oracle",
         "config": {},
         "dag": {"nodes": 3, "terminal": "answer", "nodes_per_stage": {}, "nodes_touched": []},

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+import reportkit
 from veritrail.citations import SourceIndex, find_markers, follow_citations, parse_rule
 from veritrail.cli.main import cli
 from veritrail.dag import Dag
@@ -136,7 +137,8 @@ def test_a_final_answer_citing_sources_directly_is_not_followed(tmp_path: Path) 
     cites = _citations(report)
     assert cites["c1"]["kind"] == "misattributed"
     assert cites["c2"]["kind"] == "supported_by_cited"
-    assert "followed_nodes" not in cites["c1"]
+    # Sources cited directly lead to themselves (report version 5 always writes the field).
+    assert cites["c1"]["followed_nodes"] == cites["c1"]["cited_nodes"]
 
 
 AUTO = parse_rule("auto")
@@ -166,3 +168,31 @@ def test_a_marker_pointing_back_up_the_chain_ends_there(back: str) -> None:
     got = follow_citations(dag, index, AUTO, ["summary-1"])
     # [final] is followed to its own input, summary-1, already seen: no source reached.
     assert got == []
+
+
+def test_a_version_4_citation_reads_as_followed_to_its_cited_nodes() -> None:
+    """Report version 5's migration note: a version 4 citation (never followed) has no
+    `followed_nodes`; the typed model reads it as its `cited_nodes`, and the terminal table
+    shows no "followed to" part for it. A version 5 citation that leads nowhere says so."""
+    from veritrail.citations import citation_rows
+    from veritrail.report_model import CitationDoc
+
+    v4 = {
+        "kind": "misattributed",
+        "markers": ["[1]"],
+        "cited_nodes": ["a"],
+        "supporting_nodes": ["b"],
+    }
+    assert CitationDoc.model_validate(v4).followed_nodes == ["a"]
+    nowhere = CitationDoc.model_validate({**v4, "cited_nodes": ["final"], "followed_nodes": []})
+    assert nowhere.followed_nodes == []
+
+    def report(citation: dict[str, Any], version: int) -> dict[str, Any]:
+        return reportkit.report(
+            [{"id": "c1", "verdict": "Fully Supported", "citation": citation}], version=version
+        )
+
+    (row,) = citation_rows(report(v4, 4))
+    assert "⇒" not in row[2]
+    (row,) = citation_rows(report({**v4, "cited_nodes": ["final"], "followed_nodes": []}, 5))
+    assert row[2].endswith("⇒ no source")

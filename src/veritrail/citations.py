@@ -429,8 +429,7 @@ def attach_citations(report: dict[str, Any], dag: Dag, spec: str | None) -> dict
         }
         if unresolved:
             entry["unresolved"] = unresolved
-        if followed is not cited:
-            entry["followed_nodes"] = followed
+        entry["followed_nodes"] = followed
         claims.append({**raw, "citation": entry})
     out = dict(report)
     out["claims"] = claims
@@ -489,9 +488,8 @@ def citation_rows(report: ReportSource, limit: int = 20) -> list[tuple[str, str,
         cites = " ".join(ct.markers)
         if ct.cited_nodes:
             cites += " → " + ", ".join(ct.cited_nodes)
-        followed = (ct.model_extra or {}).get("followed_nodes")
-        if isinstance(followed, list) and followed != ct.cited_nodes:
-            cites += " ⇒ " + (", ".join(str(n) for n in followed) or "no source")
+        if ct.followed_nodes != ct.cited_nodes:
+            cites += " ⇒ " + (", ".join(ct.followed_nodes) or "no source")
         if ct.unresolved:
             cites += " (names no source: " + ", ".join(ct.unresolved) + ")"
         rows.append((c.id, kind, shorten(cites, 90) if cites else "-"))

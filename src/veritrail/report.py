@@ -57,16 +57,17 @@ ClaimSource = ClaimDoc | Mapping[str, Any]
 """One claim of a report: typed, or as the report (or a run store's results.jsonl) holds it."""
 
 REPORT_FORMAT = "veritrail-report"
-REPORT_VERSION = 4
+REPORT_VERSION = 5
 """The version this code writes. 2 added a claim's optional ``review`` object (a person's
 verdict beside the model's: `veritrail.runs.reviews`); 3 added the top-level ``model_kind`` and
 ``model_label`` (whether a judge, the embedded model or a demonstration made the verdicts); 4 a
 claim's optional ``citation`` and ``summary.citations`` (`veritrail.citations`), and
-its ``offsets`` with ``dag.terminal_spans`` (`veritrail.offsets`). An
+its ``offsets`` with ``dag.terminal_spans`` (`veritrail.offsets`); 5 the citation's
+``followed_nodes`` (the sources reached through cited intermediate nodes). An
 older report reads as a newer one without those fields (docs/report.md, "Versions");
 `report_model_kind` derives the kind from the model's name for it."""
 
-READABLE_VERSIONS = (1, 2, 3, 4)
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 """The versions `read_report` accepts."""
 
 

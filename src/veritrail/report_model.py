@@ -17,7 +17,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import InputProblem
 from .records import CitationStatus, ErrorStageStatus, IssueKind, Termination, Verdict
@@ -160,6 +160,20 @@ class CitationDoc(_Open):
         "words in the final output",
     )
     unresolved: list[str] = Field(default_factory=list, description="references that name no node")
+    followed_nodes: list[str] = Field(
+        default_factory=list,
+        description="version 5: the sources the cited nodes lead to, a cited intermediate node "
+        "followed down through its own markers (a node without markers stands for its inputs); "
+        "read from an older report as `cited_nodes`, which it then equals",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _followed_defaults_to_cited(cls, data: Any) -> Any:
+        # Before version 5 citations were not followed: the cited nodes were what was checked.
+        if isinstance(data, dict) and "followed_nodes" not in data and "cited_nodes" in data:
+            return {**data, "followed_nodes": data["cited_nodes"]}
+        return data
 
 
 class SpanDoc(_Closed):
@@ -340,11 +354,12 @@ class RunDoc(_Open):
 
 
 class ReportDoc(_Open):
-    """A VeriTrail report, versions 1 to 4 (2 adds a claim's optional review, 3 the model's
-    kind, 4 the claims' optional citation statuses and offsets)."""
+    """A VeriTrail report, versions 1 to 5 (2 adds a claim's optional review, 3 the model's
+    kind, 4 the claims' optional citation statuses and offsets, 5 the citations' followed
+    nodes)."""
 
     format: Literal["veritrail-report"]
-    version: Literal[1, 2, 3, 4]
+    version: Literal[1, 2, 3, 4, 5]
     model: str = Field(description="provider/model, or 'oracle'")
     model_kind: ModelKind | None = Field(
         default=None,

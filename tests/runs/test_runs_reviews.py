@@ -113,7 +113,7 @@ def test_a_directory_that_is_not_a_run_is_refused(tmp_path: Path) -> None:
 def test_reports_show_the_models_and_the_reviewed_verdict(run: Path) -> None:
     add_review(run, "c4", "supported", "the <b>source</b> says so", author="ana")
     report = read_report(run / "report.json")
-    assert report["version"] == REPORT_VERSION == 4
+    assert report["version"] == REPORT_VERSION == 5
     jsonschema.validate(report, schema())
     c4 = report["claims"][4]
     assert c4["verdict"] == "Not Fully Supported"  # the model's verdict is never replaced

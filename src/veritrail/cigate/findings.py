@@ -1,4 +1,4 @@
-"""What a CI output says about each claim: a report (format version 1 to 4) or a diff document
+"""What a CI output says about each claim: a report (format version 1 to 5) or a diff document
 (`veritrail-diff`) turned into `Finding`s, the one model `junit`, `sarif` and `github` render.
 
 The outcome of a claim follows the gate (`veritrail.outcome`): the model's verdict, not a

@@ -392,7 +392,7 @@
   }
 
   // The claim's own citation markers against the sources holding its evidence (report
-  // version 4, `--citations`; docs/citations.md).
+  // version 4, `--citations`; followed_nodes version 5; docs/citations.md).
   var CITATION_WORDS = {
     supported_by_cited: ['fs', 'supported by the cited source'],
     misattributed: ['nfs', 'misattributed: supported only by a source it does not cite'],
@@ -407,6 +407,11 @@
     var parts = [];
     if ((ct.markers || []).length) parts.push('markers ' + showIds(ct.markers, ' '));
     if ((ct.cited_nodes || []).length) parts.push('cites ' + showIds(ct.cited_nodes, ', '));
+    // Version 5: a cited intermediate node followed down to the sources its markers name.
+    var followed = ct.followed_nodes;
+    if (followed && showIds(followed, ', ') !== showIds(ct.cited_nodes || [], ', ')) {
+      parts.push('followed to ' + (showIds(followed, ', ') || 'no source'));
+    }
     if ((ct.unresolved || []).length) parts.push('names no source: ' + showIds(ct.unresolved, ', '));
     if ((ct.supporting_nodes || []).length) parts.push('evidence in ' + showIds(ct.supporting_nodes, ', '));
     if (ct.located_by === 'text' || ct.located_by === 'overlap') parts.push('claim found in the answer by its ' + (ct.located_by === 'text' ? 'text' : 'words'));
