@@ -61,9 +61,10 @@ shared part is bounded by the method's own limits (`VerifyConfig.evidence_tokens
 
 CONCISE_MAX_CLAIMS = 1
 """Claims per shared prompt for a model that asks for concise replies (the embedded models): one,
-the paper's form, until the embedded model's verdicts with shared prompts are measured (the
-README's quick start checks its four verdicts in CI, and a 1.5B model may read a prompt of several
-claims differently). A local server also caps a reply's tokens (1,024 by default,
+the paper's form. Measured (benchmarks/README.md, "A slower machine"): with 8, the README's quick
+start costs 5 calls and 2,983 prompt tokens instead of 20 and 11,501, but the 1.5B model then
+calls c2 and c4 Not Fully Supported where the example's verdicts are Fully Supported (c1 FS, c3
+NFS kept): it does not read a prompt of several claims reliably. A local server also caps a reply's tokens (1,024 by default,
 `lm.local_weights.DEFAULT_MAX_TOKENS`), which bounds how many entries a shared reply could hold."""
 
 UNION_EVIDENCE_TOKENS = 8_000
