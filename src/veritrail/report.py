@@ -6,9 +6,10 @@ report fragments and a resumed run rebuilds the same report. A report claim's ``
 
 The read side: every reader of reports takes the typed model of `report_model` through
 `as_report` (or `as_claim`, `load_report_doc`), validated once there, an older version migrated
-in one place (`migrate`), and reads attributes, never a report dict by key (the readers
-tests/test_report_readers.py lists; the run layer, the CLI and the HTML viewer still hold the
-document as a dict). Fields that vary between otherwise
+in one place (`migrate`), and reads attributes, never a report dict by key
+(tests/test_report_readers.py scans every module of the package for such a read). The document
+is a dict only while it is built and written (`build_report`, `attach_citations`, the run
+store's fragments). Fields that vary between otherwise
 identical runs (timestamps, wall times) live under `"run"` and in `cost.wall_seconds`;
 `comparable(report)` drops them for equality checks.
 """
