@@ -18,6 +18,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_booking import (
+    ANSWER,
+    ASK,
+    FIRST_TURN,
+    by_text,
+    check_the_misstated_date,
+    import_trace,
+    roots_of_the_answer,
+)
+from agent_booking import (
+    book_flight as _book_flight,
+)
+from agent_booking import (
+    search_flights as _search_flights,
+)
 from click.testing import CliRunner
 from google.protobuf.json_format import MessageToJson
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
@@ -34,15 +49,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from veritrail.cli.main import cli
 from veritrail.dag import Dag, load_dag
 
-FIRST_TURN = "Hi, I am Ada Okafor, frequent flyer number MM 4471."
-ASK = "Please book me on LH 400 from Frankfurt to New York on 4 May 2026."
-SEARCH_RESULT = "LH 400 departs Frankfurt at 10:15 on 2026-05-04 and lands at JFK at 12:50."
-BOOKING = "Booking confirmed: LH 400 on 2026-05-04, seat 14C, booking reference QX7Z."
-ANSWER = (
-    "The booking reference is QX7Z and the seat is 14C. "
-    "LH 400 leaves Frankfurt on 3 May. "
-    "Ada Okafor has frequent flyer number MM 4471."
-)
+search_flights = tool(_search_flights)
+book_flight = tool(_book_flight)
 
 
 class ToolCallingFake(FakeMessagesListChatModel):
@@ -51,18 +59,6 @@ class ToolCallingFake(FakeMessagesListChatModel):
 
     def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
         return self
-
-
-@tool
-def search_flights(origin: str, destination: str, date: str) -> str:
-    """Find flights between two airports on a date."""
-    return SEARCH_RESULT
-
-
-@tool
-def book_flight(flight: str, date: str, frequent_flyer: str) -> str:
-    """Book a seat on a flight."""
-    return BOOKING
 
 
 def record_agent(path: Path, thought: str = "") -> None:
@@ -123,78 +119,24 @@ def record_agent(path: Path, thought: str = "") -> None:
 
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Dag]:
-    d = tmp_path_factory.mktemp("langgraph")
-    trace = d / "trace.json"
+    trace = tmp_path_factory.mktemp("langgraph") / "trace.json"
     record_agent(trace)
-    out = d / "dag.json"
-    r = CliRunner().invoke(cli, ["from-trace", str(trace), "--out", str(out), "--explain"])
-    assert r.exit_code == 0, r.output
-    assert json.loads(out.read_text())["meta"]["trace_format"] == "otlp"
-    return out, load_dag(out)
-
-
-def _by_text(dag: Dag, start: str) -> str:
-    hits = [n.id for n in dag if n.text.startswith(start)]
-    assert len(hits) == 1, (start, [n.text for n in dag])
-    return hits[0]
+    dag_path, dag, _ = import_trace(trace)
+    return dag_path, dag
 
 
 def test_tool_calls_and_the_earlier_turn_are_roots_of_the_answer(traced: tuple[Path, Dag]) -> None:
     _, dag = traced
-    search = _by_text(
-        dag, 'Tool call search_flights(origin="FRA", destination="JFK", date="2026-05-04")'
-    )
-    book = _by_text(
-        dag,
-        'Tool call book_flight(flight="LH 400", date="2026-05-04", frequent_flyer="MM 4471")',
-    )
-    assert dag.node(search).text.endswith(SEARCH_RESULT)
-    assert dag.node(book).text.endswith(BOOKING)
-    first, ask = _by_text(dag, FIRST_TURN), _by_text(dag, ASK)
-    # The tool-calling turns wrote no text: the answer is the one generation, and the terminal
-    # (the agent's final state answers with its last message, not the whole history).
-    assert dag.node(dag.terminal).text == ANSWER
-    assert {search, book, first, ask} <= set(dag.roots)
-    assert {search, book, first, ask} <= set(dag.sources(dag.terminal))
+    roots = roots_of_the_answer(dag)
+    # The agent's final state answers with its last message, not the whole history.
+    assert roots <= set(dag.roots)
+    assert roots <= set(dag.sources(dag.terminal))
 
 
 def test_the_misstated_date_is_not_supported_at_the_answering_call(
     traced: tuple[Path, Dag], tmp_path: Path
 ) -> None:
-    dag_path, dag = traced
-    report = tmp_path / "report.json"
-    r = CliRunner().invoke(
-        cli,
-        [
-            "verify",
-            str(dag_path),
-            "--model",
-            "demo/overlap",
-            "--run-dir",
-            str(tmp_path / "run"),
-            "--out",
-            str(report),
-        ],
-    )
-    assert r.exit_code == 0, r.output
-    claims = {c["text"]: c for c in json.loads(report.read_text())["claims"]}
-    assert set(claims) == {
-        "The booking reference is QX7Z and the seat is 14C.",
-        "LH 400 leaves Frankfurt on 3 May.",
-        "Ada Okafor has frequent flyer number MM 4471.",
-    }
-    wrong = claims["LH 400 leaves Frankfurt on 3 May."]
-    assert wrong["verdict"] == "Not Fully Supported"
-    assert wrong["error_stages"] == [dag.node(dag.terminal).stage]
-    book = _by_text(dag, "Tool call book_flight(")
-    ok = claims["The booking reference is QX7Z and the seat is 14C."]
-    assert ok["verdict"] == "Fully Supported"
-    assert [book] in ok["provenance"]
-    flyer = claims["Ada Okafor has frequent flyer number MM 4471."]
-    assert flyer["verdict"] == "Fully Supported"
-    assert sorted(flyer["provenance"]) == sorted([[_by_text(dag, FIRST_TURN)], [book]])
-    # The terminal summary names the step: the answering call's node.
-    assert f"error stage {wrong['error_stages'][0]}, node {dag.terminal}" in r.output
+    check_the_misstated_date(*traced, tmp_path)
 
 
 THOUGHT = "LH 400 leaves Frankfurt at 10:15 on 3 May. I will book it."
@@ -212,7 +154,7 @@ def test_a_misstatement_an_earlier_call_made_is_found_at_that_call(tmp_path: Pat
     r = CliRunner().invoke(cli, ["from-trace", str(trace), "--out", str(dag_path)])
     assert r.exit_code == 0, r.output
     dag = load_dag(dag_path)
-    thought = _by_text(dag, THOUGHT)
+    thought = by_text(dag, THOUGHT)
     assert thought in dag.sources(dag.terminal)
     report = tmp_path / "report.json"
     args = ["verify", str(dag_path), "--model", "demo/overlap", "--out", str(report)]

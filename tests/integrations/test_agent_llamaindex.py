@@ -18,11 +18,21 @@ span whose output is the prompt (no node). No network."""
 
 # No `from __future__ import annotations`: llama-index-core's @step reads annotations as types.
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_booking import (
+    ANSWER,
+    ASK,
+    FIRST_TURN,
+    GREETING,
+    book_flight,
+    check_the_misstated_date,
+    import_trace,
+    roots_of_the_answer,
+    search_flights,
+)
 from click.testing import CliRunner
 from google.protobuf.json_format import MessageToJson
 from llama_index.core.agent.workflow import FunctionAgent
@@ -37,27 +47,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from veritrail.cli.main import cli
 from veritrail.dag import Dag, load_dag
-
-FIRST_TURN = "Hi, I am Ada Okafor, frequent flyer number MM 4471."
-GREETING = "Hello Ada, where would you like to fly?"
-ASK = "Please book me on LH 400 from Frankfurt to New York on 4 May 2026."
-SEARCH_RESULT = "LH 400 departs Frankfurt at 10:15 on 2026-05-04 and lands at JFK at 12:50."
-BOOKING = "Booking confirmed: LH 400 on 2026-05-04, seat 14C, booking reference QX7Z."
-ANSWER = (
-    "The booking reference is QX7Z and the seat is 14C. "
-    "LH 400 leaves Frankfurt on 3 May. "
-    "Ada Okafor has frequent flyer number MM 4471."
-)
-
-
-def search_flights(origin: str, destination: str, date: str) -> str:
-    """Find flights between two airports on a date."""
-    return SEARCH_RESULT
-
-
-def book_flight(flight: str, date: str, frequent_flyer: str) -> str:
-    """Book a seat on a flight."""
-    return BOOKING
 
 
 def respond(messages: list[ChatMessage], **kwargs: Any) -> ChatMessage:
@@ -111,40 +100,18 @@ def record_agent(path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Dag, str]:
-    d = tmp_path_factory.mktemp("llamaindex-agent")
-    trace = d / "trace.json"
+    trace = tmp_path_factory.mktemp("llamaindex") / "trace.json"
     record_agent(trace)
-    out = d / "dag.json"
-    r = CliRunner().invoke(cli, ["from-trace", str(trace), "--out", str(out), "--explain"])
-    assert r.exit_code == 0, r.output
-    assert json.loads(out.read_text())["meta"]["trace_format"] == "otlp"
-    return out, load_dag(out), r.output
-
-
-def _by_text(dag: Dag, start: str) -> str:
-    hits = [n.id for n in dag if n.text.startswith(start)]
-    assert len(hits) == 1, (start, [n.text for n in dag])
-    return hits[0]
+    return import_trace(trace)
 
 
 def test_tool_calls_and_the_user_turns_are_roots_of_the_answer(
     traced: tuple[Path, Dag, str],
 ) -> None:
     _, dag, explain = traced
-    search = _by_text(
-        dag, 'Tool call search_flights(origin="FRA", destination="JFK", date="2026-05-04")'
-    )
-    book = _by_text(
-        dag,
-        'Tool call book_flight(flight="LH 400", date="2026-05-04", frequent_flyer="MM 4471")',
-    )
-    assert dag.node(search).text.endswith(SEARCH_RESULT)
-    assert dag.node(book).text.endswith(BOOKING)
-    first, ask = _by_text(dag, FIRST_TURN), _by_text(dag, ASK)
-    # The tool-calling turns wrote no text: the answer is the one generation and the terminal.
-    assert dag.node(dag.terminal).text == ANSWER
-    assert set(dag.roots) == {search, book, first, ask}
-    assert set(dag.sources(dag.terminal)) == {search, book, first, ask}
+    roots = roots_of_the_answer(dag)
+    assert set(dag.roots) == roots
+    assert set(dag.sources(dag.terminal)) == roots
     # No object's repr became a node; the run's repr output left the terminal to the generation.
     assert not any("ChatMessage(" in n.text or " object at 0x" in n.text for n in dag)
     assert "final output is an object's repr" in explain
@@ -154,39 +121,7 @@ def test_the_misstated_date_is_not_supported_at_the_answering_call(
     traced: tuple[Path, Dag, str], tmp_path: Path
 ) -> None:
     dag_path, dag, _ = traced
-    report = tmp_path / "report.json"
-    r = CliRunner().invoke(
-        cli,
-        [
-            "verify",
-            str(dag_path),
-            "--model",
-            "demo/overlap",
-            "--run-dir",
-            str(tmp_path / "run"),
-            "--out",
-            str(report),
-        ],
-    )
-    assert r.exit_code == 0, r.output
-    claims = {c["text"]: c for c in json.loads(report.read_text())["claims"]}
-    assert set(claims) == {
-        "The booking reference is QX7Z and the seat is 14C.",
-        "LH 400 leaves Frankfurt on 3 May.",
-        "Ada Okafor has frequent flyer number MM 4471.",
-    }
-    wrong = claims["LH 400 leaves Frankfurt on 3 May."]
-    assert wrong["verdict"] == "Not Fully Supported"
-    assert wrong["error_stages"] == [dag.node(dag.terminal).stage]
-    book = _by_text(dag, "Tool call book_flight(")
-    ok = claims["The booking reference is QX7Z and the seat is 14C."]
-    assert ok["verdict"] == "Fully Supported"
-    assert [book] in ok["provenance"]
-    flyer = claims["Ada Okafor has frequent flyer number MM 4471."]
-    assert flyer["verdict"] == "Fully Supported"
-    assert sorted(flyer["provenance"]) == sorted([[_by_text(dag, FIRST_TURN)], [book]])
-    # The terminal summary names the step: the answering call's node.
-    assert f"error stage {wrong['error_stages'][0]}, node {dag.terminal}" in r.output
+    check_the_misstated_date(dag_path, dag, tmp_path)
 
 
 def test_a_repr_output_holding_the_whole_answer_is_no_node(tmp_path: Path) -> None:
