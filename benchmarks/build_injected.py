@@ -15,8 +15,9 @@ Sources (benchmarks/injected/README.md says why these):
   a flight search and a booking, tool calls with their arguments and results) through the
   conversation adapter (`veritrail check --conversation`'s DAG);
 * a cited answer: benchmarks/injected/sources/cited-answer.md (our own text, with [1] [2] [3]
-  markers) over three web articles that WiCE (Kamoi et al., EMNLP 2023; ryokamoi/wice @
-  ddeb6c18) ships as evidence, a few sentences of each: the citation kinds' material.
+  markers) over three passages of GraphRAG's example inputs (microsoft/graphrag @ 6dad6d2b,
+  MIT): one of the novella *Operation Dulce*, two of *A Christmas Carol*'s text units; the
+  citation kinds' material.
 
 Each source becomes one sub-folder written by `veritrail inject` with a fixed seed, so a rebuild
 gives byte-identical files (each sub-folder is replaced).
@@ -43,44 +44,63 @@ BOOK_INC = "catfish-rolling.epub"
 GRAPHRAG_REPORT = "84"
 SOURCES = ROOT / "benchmarks" / "injected" / "sources"
 
-# The cited answer's sources, in marker order: (root id, WiCE dev claim id, evidence sentences).
-# Three articles on unrelated subjects, so that a marker moved to another source names one that
-# does not support the sentence.
-WICE_SOURCES = (
-    ("chimeras.txt", "dev03245", (12, 14, 15, 17, 21, 22, 26, 27, 28)),
-    ("portola.txt", "dev00624", (11, 13, 15, 16, 17, 24, 32, 33)),
-    ("registry.txt", "dev03598", (11, 12, 13, 14, 16, 17, 18, 22)),
+# The cited answer's sources, in marker order: (root id, where, first words, last words). Where
+# is a file under the GraphRAG data folder, or the number (human_readable_id) of a text unit of
+# the Christmas Carol index; the passage runs from the first words to the last. Three passages
+# on unrelated subjects (a cybersecurity expert at work, the guests of a Christmas Eve ball in a
+# warehouse, a family's evening after dinner), so that a marker moved to another source names
+# one that does not support the sentence.
+CITED_SOURCES: tuple[tuple[str, str | int, str, str], ...] = (
+    (
+        "dulce.txt",
+        "operation_dulce/Operation Dulce v2 1 1.md",
+        "Sam Rivera sat alone in a cramped office",
+        '"Got a minute, Rivera?"',
+    ),
+    ("fezziwig.txt", 14, "Every movable was packed off", "any how and every how."),
+    ("cratchit.txt", 22, "At last the dinner was all done", "said Tiny Tim, the last of all."),
 )
 
 
-def _sentence(text: str) -> str:
-    """An evidence sentence as text: the web page's heading mark dropped, a full stop added to
-    a heading so that it stays a sentence of its own."""
-    if text.startswith("#"):
-        text = text.lstrip("#").strip()
-        return text if text.endswith((".", "!", "?")) else text + "."
-    return text
+def _passage(text: str, first: str, last: str) -> str:
+    """The passage from `first` to `last`, whitespace (the source's line breaks) folded to single
+    spaces first; `first` must occur once, so that a changed input stops the build rather than
+    shifting the passage."""
+    text = " ".join(text.split())
+    if text.count(first) != 1:
+        sys.exit(f"cited answer: {first!r} does not occur exactly once in its source")
+    i = text.index(first)
+    j = text.find(last, i)
+    if j < 0:
+        sys.exit(f"cited answer: {last!r} does not follow {first!r} in its source")
+    return text[i : j + len(last)]
 
 
 def cited_dag(data: Path) -> Dag:
-    """The cited answer over its three WiCE evidence excerpts (roots), one stage above them."""
-    path = data / "wice" / "data" / "entailment_retrieval" / "claim" / "dev.jsonl"
-    rows = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
-        rows[row["meta"]["id"]] = row
-    records = [
-        {
-            "id": nid,
-            "text": " ".join(_sentence(rows[cid]["evidence"][i]) for i in picks),
-            "sources": [],
-        }
-        for nid, cid, picks in WICE_SOURCES
-    ]
+    """The cited answer over its three GraphRAG passages (roots), one stage above them."""
+    import pyarrow.parquet as pq  # the GraphRAG import needs it too
+
+    graphrag = data / "graphrag"
+    units = {
+        int(row["human_readable_id"]): str(row["text"])
+        for row in pq.read_table(
+            graphrag / "tests_verbs_data" / "text_units.parquet",
+            columns=["human_readable_id", "text"],
+        ).to_pylist()
+    }
+    records: list[dict[str, object]] = []
+    for nid, where, first, last in CITED_SOURCES:
+        text = (
+            units[where]
+            if isinstance(where, int)
+            else (graphrag / where).read_text(encoding="utf-8")
+        )
+        records.append({"id": nid, "text": _passage(text, first, last), "sources": []})
     answer = (SOURCES / "cited-answer.md").read_text(encoding="utf-8").strip()
     records.append({"id": "answer", "text": answer, "sources": [r["id"] for r in records]})
     meta = {
-        "source": "WiCE evidence (dev " + ", ".join(c for _, c, _ in WICE_SOURCES) + ")",
+        "source": "GraphRAG example inputs (microsoft/graphrag @ 6dad6d2b, MIT): Operation Dulce"
+        " chapter 2; A Christmas Carol text units 14 and 22 (tests/verbs/data)",
         "made_by": "benchmarks/build_injected.py",
     }
     return Dag.from_records(records, meta)
@@ -149,9 +169,9 @@ def main() -> None:
         save_dag(read_conversation(SOURCES / "agent-booking.json"), dag)
         jobs.append(("agent-booking", dag, 16, ()))
         # A cited answer: every kind, the citation kinds included (5 variants of each).
-        dag = t / "cited-wice.json"
+        dag = t / "cited-answer.json"
         save_dag(cited_dag(args.data), dag)
-        jobs.append(("cited-wice", dag, 30, ()))
+        jobs.append(("cited-answer", dag, 30, ()))
         for folder, dag, n, extra in jobs:
             target = out / folder
             if target.exists():
