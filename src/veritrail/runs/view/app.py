@@ -31,7 +31,7 @@ from ...records import Verdict
 from ..diff import DiffInputError, compare, diff_document, load_side
 from ..diffhtml import diff_sections
 from ..index import RunFilter, RunIndex, RunRow, RunsIndexUnavailable
-from .pages import render, reviews_by_claim, run_stage_chart, trend_chart
+from .pages import model_label, render, reviews_by_claim, run_stage_chart, trend_chart
 from .safety import Guard, GuardMiddleware
 
 PAGE_SIZE = 100
@@ -148,7 +148,6 @@ def create_app(index: RunIndex, guard: Guard) -> Starlette:
         run = find(request.query_params.get("id"))
         if run is None:
             return message("No such run", "The index has no run with this id.", 404)
-        from ...report import MODEL_LABELS, model_kind
         from ..reviewing import default_author
         from ..reviews import read_reviews
 
@@ -185,7 +184,7 @@ def create_app(index: RunIndex, guard: Guard) -> Starlette:
             writable=run.path.is_dir(),
             verdicts=[v.value for v in Verdict],
             default_author=default_author(),
-            model_label=MODEL_LABELS[model_kind(run.model)],
+            model_label=model_label(run.model),
         )
 
     def trail_page(request: Request) -> Response:

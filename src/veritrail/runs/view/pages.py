@@ -42,7 +42,17 @@ def environment() -> Environment:
     env.filters["pct"] = lambda x: "–" if x is None else f"{100 * x:.1f}%"
     env.filters["when"] = lambda d: d.strftime("%Y-%m-%d %H:%M") if d else "–"
     env.filters["vclass"] = vclass
+    env.filters["model_label"] = model_label
     return env
+
+
+def model_label(model: str | None) -> str | None:
+    """The words shown beside a model's name wherever its verdicts appear (the list, the compare
+    page, a run's page): "demonstration, not a judge" for demo/, the embedded model's for
+    local/, the oracle's; none for a judge."""
+    from ...report import MODEL_LABELS, model_kind
+
+    return MODEL_LABELS[model_kind(model)]
 
 
 def render(name: str, **context: Any) -> str:
