@@ -298,6 +298,17 @@
     claims.forEach(function (c) { var card = claimCard(c); cards[c.id] = card; sec.append(card); });
   }
 
+  // Shared prompts (config.claims_per_prompt > 1) count a shared call once, on one claim of its
+  // group (docs/method.md, "Costs"): a card's "0 model calls" would read as "nothing was asked".
+  var SHARED = !!(DATA.config && DATA.config.claims_per_prompt > 1 && (DATA.claims || []).length > 1);
+  function callsNote(cost) {
+    var text = plural(cost.lm_calls || 0, 'model call');
+    if (!SHARED) return el('span', { text: text });
+    return el('span', { class: 'calls-shared',
+      title: 'Claims that share a prompt count each shared call once, on the claim of the group with the least id; the run\'s total is exact.',
+      text: text + ' (shared prompts: counted once, on one claim)' });
+  }
+
   function claimCard(c) {
     var cls = vclass(c.verdict);
     var card = el('article', { class: 'card ' + cls, 'data-claim-id': c.id, 'data-verdict': vlabel(c.verdict), tabindex: 0 });
@@ -317,7 +328,7 @@
       el('div', { class: 'meta' },
         el('span', { text: plural((c.iterations || []).length, 'iteration') }),
         el('span', { text: fmtInt(cost.nodes_read) + ' nodes read (' + pct(cost.nodes_read_share) + ')' }),
-        el('span', { text: fmtInt(cost.lm_calls) + ' model calls' }),
+        callsNote(cost),
         stageText ? el('span', { class: 'stage-text', text: stageText }) : null));
     var brief = reasoningBrief(c);
     if (brief) card.append(brief);
