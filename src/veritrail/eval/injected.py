@@ -502,7 +502,9 @@ def _caption(summary: InjectedSummary) -> str:
     stages = ", ".join(f"stage {s}: {n}" for s, n in summary.by_stage.items())
     cites = ", ".join(f"{k} {n}" for k, n in (summary.citation_by_kind or {}).items())
     text = (
-        f"{summary.dataset}: {summary.injected} injected claims ({kinds}; {stages}), "
+        f"{summary.dataset}: {summary.injected} injected claims"
+        + (f" ({kinds}; {stages})" if summary.injected else "")
+        + ", "
         + (
             f"{sum((summary.citation_by_kind or {}).values())} citation claims ({cites}), "
             if cites
