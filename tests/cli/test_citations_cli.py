@@ -16,6 +16,7 @@ from click.testing import CliRunner, Result
 import veritrail as vt
 from veritrail.cli.main import cli
 from veritrail.outcome import ExitCode
+from veritrail.report import REPORT_VERSION
 from veritrail.report_model import SCHEMA_FILE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +58,7 @@ def test_each_status_through_check_with_the_oracle(example: Path) -> None:
     assert res.exit_code == 0, res.output
     doc = _report(example / "r.json")
     jsonschema.validate(doc, json.loads(SCHEMA_FILE.read_text(encoding="utf-8")))
-    assert doc["version"] == 4 and doc["run"]["citations"] == "auto"
+    assert doc["version"] == REPORT_VERSION and doc["run"]["citations"] == "auto"
     got = {c["id"]: (c["verdict"], c["citation"]["kind"]) for c in doc["claims"]}
     assert got == EXPECTED
     by_id = {c["id"]: c["citation"] for c in doc["claims"]}
