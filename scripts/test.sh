@@ -94,8 +94,11 @@ if [ "$#" -eq 0 ]; then
 fi
 # The full suite: every tier (`-m ""` overrides pyproject's addopts, which leave the opt-in
 # markers out); a test skipped because a package could not be imported fails (tests/conftest.py).
+# In one process (`-n 0` overrides addopts' `-n auto`): the heavy tiers start servers sized for
+# one at a time on 2 cores (PostgreSQL, Phoenix, Ray with 2 CPUs of its own, the embedded
+# model), and the README and docs checks run beside it.
 suite=0
-VERITRAIL_FULL_SUITE=1 python -m pytest -q -m "" "$@" || suite=$?
+VERITRAIL_FULL_SUITE=1 python -m pytest -q -n 0 -m "" "$@" || suite=$?
 if [ -n "$checks_pid" ]; then
   checks=0
   wait "$checks_pid" || checks=$?
