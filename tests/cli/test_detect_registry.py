@@ -18,8 +18,8 @@ REF = "Acme was founded in 1990 in Oslo. It makes bicycles."
 TEXT = "Acme was founded in 1990. Acme sells submarines worldwide."
 
 
-def _detect(tmp_path: Path, *extra: str) -> tuple[int, str]:
-    (tmp_path / "text.txt").write_text(TEXT)
+def _detect(tmp_path: Path, *extra: str, text: str = TEXT) -> tuple[int, str]:
+    (tmp_path / "text.txt").write_text(text)
     (tmp_path / "ref.txt").write_text(REF)
     res = CliRunner().invoke(
         cli,
@@ -64,3 +64,14 @@ def test_a_bad_tree_option_is_exit_2(tmp_path: Path) -> None:
     code, out = _detect(tmp_path, "--method", "g2l:max_depth=0")
     assert code == 2, out
     assert "max_depth" in out and "Traceback" not in out
+
+
+def test_a_failing_path_is_printed_on_one_line_with_controls_shown(tmp_path: Path) -> None:
+    """A path's nodes are text from the text and the model: a newline inside one stays on the
+    path's line, and an escape character is shown, not sent to the terminal."""
+    text = "Acme was founded in 1990.\nAcme sells \x1b[31msubmarines\x1b[0m worldwide."
+    _, out = _detect(tmp_path, "--method", "g2l", text=text)
+    failing = [line for line in out.splitlines() if line.startswith("  ✗ ")]
+    assert failing, out
+    assert "\x1b" not in out
+    assert any("submarines" in line and "\\x1b" in line for line in failing), out

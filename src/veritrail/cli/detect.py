@@ -34,6 +34,7 @@ from ..detectors.g2l import (
 )
 from ..detectors.registry import BuildContext, MethodSpec, build_method, known_methods, needs_gold
 from ..detectors.registry import uses_model as method_uses_model
+from ..display import printable
 from ..lm.model import Model
 from ..method.config import VerifyConfig
 from ..outcome import exit_status, gate_exceeded
@@ -303,10 +304,16 @@ def detect(
         + (f", {len(undecided)} could not be checked" if undecided else "")
         + f"; report: {out_path}"
     )
+
+    def path_line(nodes: Sequence[str]) -> str:
+        # A path's nodes are the model's own text: one line each (a tree node may hold a
+        # newline), with any control character shown, never acted on by the terminal.
+        return " › ".join(printable(" ".join(n.split())) for n in nodes)
+
     for p in failing:
-        click.echo("  ✗ " + " › ".join(p.nodes))
+        click.echo("  ✗ " + path_line(p.nodes))
     for p in undecided:
-        click.echo("  ? " + " › ".join(p.nodes) + (f" ({p.error})" if p.error else ""))
+        click.echo("  ? " + path_line(p.nodes) + (f" ({printable(p.error)})" if p.error else ""))
     gate = gate_exceeded(len(failing), len(result.paths), max_unsupported)
     if gate and max_unsupported is not None:
         click.echo(
