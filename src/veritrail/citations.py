@@ -251,6 +251,20 @@ def _sentence_of(spans: Sequence[tuple[int, int]], text: str, marker: Marker) ->
     return len(spans) - 1 if spans else None
 
 
+def markers_by_sentence(
+    text: str, spans: Sequence[tuple[int, int]], markers: Iterable[Marker]
+) -> dict[int, list[Marker]]:
+    """`markers` of `text` grouped by the sentence (index into `spans`) each belongs to
+    (`_sentence_of`): the one rule for which sentence a marker cites from, shared with
+    `veritrail inject`'s citation kinds."""
+    out: dict[int, list[Marker]] = {}
+    for marker in markers:
+        at = _sentence_of(spans, text, marker)
+        if at is not None:
+            out.setdefault(at, []).append(marker)
+    return out
+
+
 def _words(text: str) -> set[str]:
     return {w for w in re.findall(r"\w+", text.lower()) if len(w) > 2}
 
@@ -366,11 +380,7 @@ def attach_citations(report: dict[str, Any], dag: Dag, spec: str | None) -> dict
     text = dag.node(dag.terminal).text
     spans = sentence_spans(text)
     index = SourceIndex.of(dag)
-    by_sentence: dict[int, list[Marker]] = {}
-    for marker in find_markers(text, rule, index.node_ids):
-        at = _sentence_of(spans, text, marker)
-        if at is not None:
-            by_sentence.setdefault(at, []).append(marker)
+    by_sentence = markers_by_sentence(text, spans, find_markers(text, rule, index.node_ids))
     counts = {s.value: 0 for s in CitationStatus}
     claims = []
     for raw in report.get("claims", []):
@@ -520,6 +530,7 @@ __all__ = [
     "find_markers",
     "follow_citations",
     "locate_claim",
+    "markers_by_sentence",
     "miscited_gate",
     "parse_rule",
     "status_counts",

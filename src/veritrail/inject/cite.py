@@ -22,7 +22,14 @@ import random
 import re
 from dataclasses import dataclass
 
-from ..citations import AUTO, CitationRule, Marker, SourceIndex, find_markers
+from ..citations import (
+    AUTO,
+    CitationRule,
+    Marker,
+    SourceIndex,
+    find_markers,
+    markers_by_sentence,
+)
 from ..dag import Dag
 from ..method.segment import sentence_spans
 from ..records import CitationStatus
@@ -102,19 +109,7 @@ def cited_sentences(dag: Dag) -> tuple[CitedSentence, ...]:
     if not spans or not markers:
         return ()
     index = SourceIndex.of(dag)
-    owned: dict[int, list[Marker]] = {}
-    for m in markers:
-        at = None
-        for i, (a, b) in enumerate(spans):
-            if a <= m.start < b:
-                at = i - 1 if i > 0 and not text[a : m.start].strip() else i
-                break
-            if m.start < a:
-                at = max(i - 1, 0)
-                break
-        if at is None:
-            at = len(spans) - 1
-        owned.setdefault(at, []).append(m)
+    owned = markers_by_sentence(text, spans, markers)
     out = []
     for i, ms in sorted(owned.items()):
         names: list[str] = []
