@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 NO_PRICE_NOTE = "no price known for "
@@ -127,6 +127,41 @@ def printable(text: str) -> str:
     ``\\n``, ``\\u202e``) instead of acting. For names that come from outside: run
     directories, review authors."""
     return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+ETA_WEIGHT = 0.5
+"""Weight of a fresh time-left estimate against the counted-down previous one."""
+
+
+@dataclass
+class Countdown:
+    """A time left that holds still (`verify`'s and `eval`'s progress lines): set when a unit of
+    work finishes, as a fresh estimate averaged with the previous one counted down
+    (`ETA_WEIGHT`), counted down in between, and none once it runs out or is cleared."""
+
+    _at: tuple[float, float] | None = field(default=None, repr=False)
+    """(clock, seconds left) when it was last set."""
+
+    def set(self, now: float, fresh: float | None) -> None:
+        """A fresh estimate at `now` (None: no estimate until the next one)."""
+        if fresh is None:
+            self._at = None
+            return
+        previous = self.left(now)
+        value = fresh if previous is None else ETA_WEIGHT * fresh + (1 - ETA_WEIGHT) * previous
+        self._at = (now, value)
+
+    def clear(self) -> None:
+        """No estimate until the next `set`."""
+        self._at = None
+
+    def left(self, now: float) -> float | None:
+        """Seconds left at `now`, or None."""
+        if self._at is None:
+            return None
+        at, value = self._at
+        remaining = value - (now - at)
+        return remaining if remaining > 0 else None
 
 
 def fmt_duration(s: float) -> str:

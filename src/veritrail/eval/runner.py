@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..detectors.base import Detection, Detector, check_detections
-from ..display import CallLike, CallTotals, fmt_duration, fmt_int
+from ..display import CallLike, CallTotals, Countdown, fmt_duration, fmt_int
 from ..method.segment import SentenceIndex
 from ..records import ErrorStageStatus
 from .datasets import EvalDataset, GoldClaim, claim_key
@@ -62,10 +62,6 @@ _PAIR: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar(
 """The (method, item index) that `run_eval` is running in this task. The methods share one model,
 so a call event does not say whose it is; the detector's calls run in the task (or in tasks it
 starts, which copy the context) that set this, so `EvalProgress` can count calls per method."""
-
-ETA_WEIGHT = 0.5
-"""Weight of a fresh time-left estimate against the counted-down previous one, at each
-finished (item, method) pair (as `verify`'s progress does)."""
 
 
 @dataclass
@@ -111,8 +107,8 @@ class EvalProgress(CallTotals):
     """Calls of each method's finished pairs."""
     _method_pairs: Counter[str] = field(default_factory=Counter, init=False, repr=False)
     """Finished pairs of each method whose calls were counted."""
-    _eta_at: tuple[float, float] | None = field(default=None, init=False, repr=False)
-    """(clock, seconds left) at the last finished pair: the countdown's anchor."""
+    _eta: Countdown = field(default_factory=Countdown, init=False, repr=False)
+    """The time left, set at each finished pair and counted down in between (as `verify`'s)."""
 
     def __post_init__(self) -> None:
         self.started = self.clock()
@@ -182,21 +178,13 @@ class EvalProgress(CallTotals):
     def _update_eta(self) -> None:
         """A pair finished: a fresh estimate, averaged with the counted-down previous one."""
         now = self.clock()
-        fresh = None if self.finished() else self._fresh_eta(now)
-        if fresh is None:
-            self._eta_at = None
-            return
-        previous = self.eta()
-        value = fresh if previous is None else ETA_WEIGHT * fresh + (1 - ETA_WEIGHT) * previous
-        self._eta_at = (now, value)
+        self._eta.set(now, None if self.finished() else self._fresh_eta(now))
 
     def eta(self) -> float | None:
         """Seconds left (see the class's doc), or None when there is no estimate."""
-        if self._eta_at is None or self.finished():
+        if self.finished():
             return None
-        at, value = self._eta_at
-        left = value - (self.clock() - at)
-        return left if left > 0 else None
+        return self._eta.left(self.clock())
 
     def finished(self) -> bool:
         """Whether every method has finished every item."""

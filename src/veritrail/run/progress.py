@@ -53,6 +53,7 @@ from rich.text import Text
 
 from ..display import CallLike as CallLike
 from ..display import CallTotals as CallTotals
+from ..display import Countdown
 from ..display import fmt_duration as fmt_duration
 from ..display import fmt_int as fmt_int
 from ..outcome import GateResult as GateResult
@@ -68,8 +69,6 @@ from .summary import summary_tables as summary_tables
 
 ETA_MIN_CLAIMS = 2
 """Claims finished in this session before a time left is shown."""
-ETA_WEIGHT = 0.5
-"""Weight of a fresh estimate against the counted-down previous one, at each finished claim."""
 
 
 def fmt_left(seconds: float) -> str:
@@ -138,8 +137,8 @@ class ProgressReporter:
         `status`), shown until work is under way."""
         self._work_t0: float | None = None
         """When the first call of this session was answered (the pace is measured from it)."""
-        self._eta_at: tuple[float, float] | None = None
-        """(clock, seconds left) at the last finished claim: the countdown's anchor."""
+        self._eta = Countdown()
+        """The time left, set at each finished claim and counted down in between."""
         self._claim_calls: Counter[str] = Counter()
         """Calls answered in this session, per claim (the unit of work the estimate counts)."""
         self._finished_calls = 0
@@ -172,7 +171,7 @@ class ProgressReporter:
         self._t0 = self._clock()
         # Calls answered while extracting started the model already: the pace starts now.
         self._work_t0 = self._t0 if self.figures.calls else None
-        self._eta_at = None
+        self._eta.clear()
 
     def claim_started(self, claim_id: str) -> None:
         """A claim starts being verified (it counts as in flight from now on)."""
@@ -270,20 +269,15 @@ class ProgressReporter:
             or calls_left is None
             or answered <= 0
         ):
-            self._eta_at = None
+            self._eta.clear()
             return
-        fresh = (now - self._work_t0) / answered * calls_left
-        previous = self.eta()
-        value = fresh if previous is None else ETA_WEIGHT * fresh + (1 - ETA_WEIGHT) * previous
-        self._eta_at = (now, value)
+        self._eta.set(now, (now - self._work_t0) / answered * calls_left)
 
     def eta(self) -> float | None:
         """Seconds left (see the module's doc), or None when no steady estimate exists."""
-        if self._eta_at is None or self.figures.done >= self.figures.total:
+        if self.figures.done >= self.figures.total:
             return None
-        at, value = self._eta_at
-        left = value - (self._clock() - at)
-        return left if left > 0 else None
+        return self._eta.left(self._clock())
 
     def line(self) -> str:
         """One plain status line with every figure."""
