@@ -262,3 +262,34 @@ def test_a_dag_from_booookscore(tmp_path: Path, trace: str) -> None:
     assert r.exit_code == 0, r.output
     doc = inject_then_eval(dag, tmp_path)
     assert doc["injected_claims"] == 6
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "table"])
+def test_no_stage_tables_when_no_method_names_a_stage(fmt: str) -> None:
+    """RAG and direct alone: the two stage tables are one line, not headers without a row."""
+    bench = Path(__file__).resolve().parents[2] / "benchmarks" / "injected" / "quickstart"
+    r = CliRunner().invoke(
+        cli,
+        [
+            "eval",
+            f"injected:{bench}",
+            "--model",
+            "demo/overlap",
+            "--cache",
+            "off",
+            "--method",
+            "direct",
+            "--quiet",
+            "--no-plots",
+            "--bootstrap",
+            "50",
+            "--format",
+            fmt,
+        ],
+        terminal_width=200,
+    )
+    assert r.exit_code == 0, r.output
+    assert "stage accuracy: no method caught a claim with a stage" in r.stdout
+    assert "stage accuracy per kind" not in r.stdout
+    assert "stage accuracy per DAG" not in r.stdout
+    assert "recall" in r.stdout

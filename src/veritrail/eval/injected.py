@@ -497,6 +497,18 @@ def citation_rows(summary: InjectedSummary) -> tuple[list[str], list[list[str]]]
     return header, rows
 
 
+NO_STAGE = (
+    "stage accuracy: no method caught a claim with a stage "
+    "(RAG and direct give a verdict without one)"
+)
+"""Said in place of the two stage tables when no method localised a claim: a table of headers
+with no row reads like a failure."""
+
+
+def _any_localised(summary: InjectedSummary) -> bool:
+    return any(r.localised for r in summary.rows)
+
+
 def _caption(summary: InjectedSummary) -> str:
     kinds = ", ".join(f"{k} {n}" for k, n in summary.by_kind.items())
     stages = ", ".join(f"stage {s}: {n}" for s, n in summary.by_stage.items())
@@ -530,8 +542,12 @@ def render_markdown(summary: InjectedSummary) -> str:
         + "\n"
         + md(*recall_rows(summary))
         + "\n"
-        + md(*stage_rows(summary))
-        + ("\n" + md(*dag_stage_rows(summary)) if len(summary.by_dag or {}) > 1 else "")
+        + (md(*stage_rows(summary)) if _any_localised(summary) else NO_STAGE + "\n")
+        + (
+            "\n" + md(*dag_stage_rows(summary))
+            if len(summary.by_dag or {}) > 1 and _any_localised(summary)
+            else ""
+        )
         + ("\n" + md(*citation_rows(summary)) if summary.citation_by_kind is not None else "")
     )
 
@@ -540,6 +556,7 @@ def render_terminal(summary: InjectedSummary) -> Any:
     """Both tables as one rich renderable."""
     from rich.console import Group
     from rich.table import Table
+    from rich.text import Text
 
     def table(title: str | None, header: list[str], rows: list[list[str]]) -> Table:
         t = Table(title=title, title_justify="left")
@@ -552,10 +569,15 @@ def render_terminal(summary: InjectedSummary) -> Any:
     parts = [
         table(_caption(summary), *table_rows(summary)),
         table("recall of injected claims per kind and per gold stage", *recall_rows(summary)),
-        table("stage accuracy per kind (localised claims)", *stage_rows(summary)),
     ]
-    if len(summary.by_dag or {}) > 1:
-        parts.append(table("stage accuracy per DAG (localised claims)", *dag_stage_rows(summary)))
+    if not _any_localised(summary):
+        parts.append(Text(NO_STAGE))
+    else:
+        parts.append(table("stage accuracy per kind (localised claims)", *stage_rows(summary)))
+        if len(summary.by_dag or {}) > 1:
+            parts.append(
+                table("stage accuracy per DAG (localised claims)", *dag_stage_rows(summary))
+            )
     if summary.citation_by_kind is not None:
         parts.append(
             table(
