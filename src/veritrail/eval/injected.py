@@ -566,7 +566,7 @@ def render_terminal(summary: InjectedSummary) -> Any:
             t.add_row(*row)
         return t
 
-    parts = [
+    parts: list[Table | Text] = [
         table(_caption(summary), *table_rows(summary)),
         table("recall of injected claims per kind and per gold stage", *recall_rows(summary)),
     ]
