@@ -293,3 +293,45 @@ def test_no_stage_tables_when_no_method_names_a_stage(fmt: str) -> None:
     assert "stage accuracy per kind" not in r.stdout
     assert "stage accuracy per DAG" not in r.stdout
     assert "recall" in r.stdout
+
+
+def _cut_slice(src: Path, dst: Path, kind: str) -> None:
+    """One variant of `kind` from a benchmark folder, with its planted claim only."""
+    import shutil
+
+    doc = json.loads((src / "injected.json").read_text())
+    v = next(v for v in doc["variants"] if v["kind"] == kind)
+    v["untouched"] = []
+    doc["variants"] = [v]
+    shutil.copytree(src / "clean", dst / "clean")
+    shutil.copytree(src / v["id"], dst / v["id"])
+    for name in ("claims.json", "gold.json"):
+        p = dst / v["id"] / name
+        j = json.loads(p.read_text())
+        j["claims"] = [c for c in j["claims"] if c["id"] == "injected"]
+        p.write_text(json.dumps(j))
+    (dst / "injected.json").write_text(json.dumps(doc))
+
+
+def test_citation_table_only_when_it_has_a_figure(tmp_path: Path) -> None:
+    """A cited DAG with no citation claim and no untouched claim: one line, not a row of dashes;
+    with a citation claim, the table."""
+    bench = Path(__file__).resolve().parents[2] / "benchmarks" / "injected" / "cited-answer"
+
+    def md(target: Path) -> str:
+        r = CliRunner().invoke(
+            cli,
+            ["eval", f"injected:{target}", "--model", "demo/overlap", "--cache", "off"]
+            + ["--method", "veritrail:q=1", "--quiet", "--no-plots", "--bootstrap", "50"]
+            + ["--format", "markdown"],
+        )
+        assert r.exit_code == 0, r.output
+        return r.stdout
+
+    _cut_slice(bench, tmp_path / "fab", "fabricated")
+    out = md(tmp_path / "fab")
+    assert "citations: nothing to measure here" in out
+    assert "citation-status acc." not in out
+    _cut_slice(bench, tmp_path / "wrong", "wrong-citation")
+    out = md(tmp_path / "wrong")
+    assert "citation-status acc." in out and "nothing to measure" not in out

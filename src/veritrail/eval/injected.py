@@ -509,6 +509,18 @@ def _any_localised(summary: InjectedSummary) -> bool:
     return any(r.localised for r in summary.rows)
 
 
+NO_CITATION = (
+    "citations: nothing to measure here (no citation claim, and no method gave an untouched "
+    "cited claim a citation status)"
+)
+"""Said in place of a citation table whose every figure would be a dash."""
+
+
+def _any_citation(summary: InjectedSummary) -> bool:
+    _, rows = citation_rows(summary)
+    return any(cell != "—" for row in rows for cell in row[1:])
+
+
 def _caption(summary: InjectedSummary) -> str:
     kinds = ", ".join(f"{k} {n}" for k, n in summary.by_kind.items())
     stages = ", ".join(f"stage {s}: {n}" for s, n in summary.by_stage.items())
@@ -548,7 +560,11 @@ def render_markdown(summary: InjectedSummary) -> str:
             if len(summary.by_dag or {}) > 1 and _any_localised(summary)
             else ""
         )
-        + ("\n" + md(*citation_rows(summary)) if summary.citation_by_kind is not None else "")
+        + (
+            "\n" + (md(*citation_rows(summary)) if _any_citation(summary) else NO_CITATION + "\n")
+            if summary.citation_by_kind is not None
+            else ""
+        )
     )
 
 
@@ -578,7 +594,9 @@ def render_terminal(summary: InjectedSummary) -> Any:
             parts.append(
                 table("stage accuracy per DAG (localised claims)", *dag_stage_rows(summary))
             )
-    if summary.citation_by_kind is not None:
+    if summary.citation_by_kind is not None and not _any_citation(summary):
+        parts.append(Text(NO_CITATION))
+    elif summary.citation_by_kind is not None:
         parts.append(
             table(
                 "citations: status accuracy on the citation kinds, false alarms on untouched "
