@@ -321,9 +321,11 @@ def test_citation_table_only_when_it_has_a_figure(tmp_path: Path) -> None:
     def md(target: Path) -> str:
         r = CliRunner().invoke(
             cli,
-            ["eval", f"injected:{target}", "--model", "demo/overlap", "--cache", "off"]
-            + ["--method", "veritrail:q=1", "--quiet", "--no-plots", "--bootstrap", "50"]
-            + ["--format", "markdown"],
+            [
+                *("eval", f"injected:{target}", "--model", "demo/overlap", "--cache", "off"),
+                *("--method", "veritrail:q=1", "--quiet", "--no-plots", "--bootstrap", "50"),
+                *("--format", "markdown"),
+            ],
         )
         assert r.exit_code == 0, r.output
         return r.stdout
