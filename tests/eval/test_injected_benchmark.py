@@ -156,3 +156,55 @@ def test_the_build_is_byte_identical(tmp_path: Path) -> None:
         k: v for k, v in files(BENCH).items() if k != "README.md" and not k.startswith("sources/")
     }
     assert files(tmp_path) == built
+
+
+def _slice(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "injected_slice.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_embedded_model_slices(tmp_path: Path) -> None:
+    """benchmarks/injected_slice.py cuts the slices docs/evaluation.md's embedded-model figures
+    were measured on; the same arguments give the same files, and an existing folder is refused."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert _slice(str(one), "--dag", "quickstart", "--dag", "graphrag-report-84").returncode == 0
+    agent = ("--dag", "agent-booking", "--kinds", "number,entity-swap", "--untouched", "1")
+    assert _slice(str(two), *agent).returncode == 0
+    assert (
+        _slice(str(two), "--dag", "cited-answer", "--kinds", "number,entity-swap").returncode == 0
+    )
+
+    doc = eval_json(one, "earliest-stage")
+    assert (doc["injected_claims"], doc["untouched_claims"]) == (16, 0)
+    assert doc["injected_by_kind"] == {
+        "entity-swap": 5,
+        "fabricated": 6,
+        "negation": 4,
+        "number": 1,
+    }
+    doc = eval_json(two, "earliest-stage")
+    assert (doc["injected_claims"], doc["untouched_claims"]) == (17, 7)
+    assert doc["injected_by_kind"] == {"entity-swap": 8, "number": 9}
+    manifest = json.loads((two / "agent-booking" / "injected.json").read_text())
+    # One untouched claim per variant, by rotation through each variant's list.
+    assert [v["untouched"] for v in manifest["variants"]] == [
+        ["t1"],
+        ["t3"],
+        ["t4"],
+        ["t1"],
+        ["t3"],
+        ["t4"],
+        ["t1"],
+    ]
+
+    again = tmp_path / "again"
+    assert _slice(str(again), *agent).returncode == 0
+    files = sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file())
+    assert files and all((again / f).read_bytes() == (two / f).read_bytes() for f in files)
+    refused = _slice(str(two), "--dag", "cited-answer")
+    assert refused.returncode == 2 and "not overwriting" in refused.stderr
+    assert _slice(str(tmp_path / "x"), "--dag", "no-such-dag").returncode == 2
