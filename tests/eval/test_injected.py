@@ -296,21 +296,14 @@ def test_no_stage_tables_when_no_method_names_a_stage(fmt: str) -> None:
 
 
 def _cut_slice(src: Path, dst: Path, kind: str) -> None:
-    """One variant of `kind` from a benchmark folder, with its planted claim only."""
-    import shutil
-
-    doc = json.loads((src / "injected.json").read_text())
-    v = next(v for v in doc["variants"] if v["kind"] == kind)
-    v["untouched"] = []
-    doc["variants"] = [v]
-    shutil.copytree(src / "clean", dst / "clean")
-    shutil.copytree(src / v["id"], dst / v["id"])
-    for name in ("claims.json", "gold.json"):
-        p = dst / v["id"] / name
-        j = json.loads(p.read_text())
-        j["claims"] = [c for c in j["claims"] if c["id"] == "injected"]
-        p.write_text(json.dumps(j))
-    (dst / "injected.json").write_text(json.dumps(doc))
+    """The variants of `kind` from a benchmark folder, planted claims only
+    (benchmarks/injected_slice.py's `cut`)."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "injected_slice.py"
+    spec = importlib.util.spec_from_file_location("injected_slice", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.cut(src, dst, kinds={kind}, untouched=0)
 
 
 def test_citation_table_only_when_it_has_a_figure(tmp_path: Path) -> None:

@@ -516,8 +516,7 @@ NO_CITATION = (
 """Said in place of a citation table whose every figure would be a dash."""
 
 
-def _any_citation(summary: InjectedSummary) -> bool:
-    _, rows = citation_rows(summary)
+def _any_figure(rows: list[list[str]]) -> bool:
     return any(cell != "—" for row in rows for cell in row[1:])
 
 
@@ -547,6 +546,7 @@ def render_markdown(summary: InjectedSummary) -> str:
         lines += ["| " + " | ".join(row) + " |" for row in rows]
         return "\n".join(lines) + "\n"
 
+    localised, cite = _any_localised(summary), citation_rows(summary)
     return (
         _caption(summary)
         + "\n\n"
@@ -554,14 +554,14 @@ def render_markdown(summary: InjectedSummary) -> str:
         + "\n"
         + md(*recall_rows(summary))
         + "\n"
-        + (md(*stage_rows(summary)) if _any_localised(summary) else NO_STAGE + "\n")
+        + (md(*stage_rows(summary)) if localised else NO_STAGE + "\n")
         + (
             "\n" + md(*dag_stage_rows(summary))
-            if len(summary.by_dag or {}) > 1 and _any_localised(summary)
+            if len(summary.by_dag or {}) > 1 and localised
             else ""
         )
         + (
-            "\n" + (md(*citation_rows(summary)) if _any_citation(summary) else NO_CITATION + "\n")
+            "\n" + (md(*cite) if _any_figure(cite[1]) else NO_CITATION + "\n")
             if summary.citation_by_kind is not None
             else ""
         )
@@ -594,14 +594,15 @@ def render_terminal(summary: InjectedSummary) -> Any:
             parts.append(
                 table("stage accuracy per DAG (localised claims)", *dag_stage_rows(summary))
             )
-    if summary.citation_by_kind is not None and not _any_citation(summary):
+    cite = citation_rows(summary)
+    if summary.citation_by_kind is not None and not _any_figure(cite[1]):
         parts.append(Text(NO_CITATION))
     elif summary.citation_by_kind is not None:
         parts.append(
             table(
                 "citations: status accuracy on the citation kinds, false alarms on untouched "
                 "cited claims",
-                *citation_rows(summary),
+                *cite,
             )
         )
     return Group(*parts)
